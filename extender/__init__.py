@@ -1,0 +1,1 @@
+"""The kube-scheduler facing extender: wire format, snapshot holder, handler, metrics."""

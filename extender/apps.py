@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ExtenderConfig(AppConfig):
+    name = "extender"
+    verbose_name = "Extender"

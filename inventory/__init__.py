@@ -1,0 +1,1 @@
+"""Clusters and node inventory: models, Kubernetes client, sync and import services."""

@@ -1,0 +1,139 @@
+"""Clusters and their observed nodes. Only the sync and import services write nodes."""
+
+from __future__ import annotations
+
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+from django.db.models import Q
+
+# Cluster names appear in extender URLs next to the verbs, so the verbs cannot be names.
+RESERVED_CLUSTER_NAMES = frozenset({"filter", "prioritize", "preempt", "bind"})
+
+dns1123_label_validator = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z",
+    "Enter a DNS-1123 label: lowercase letters, digits and '-', "
+    "starting and ending with a letter or digit.",
+)
+
+
+class ClusterSource(models.TextChoices):
+    KUBERNETES = "kubernetes", "Kubernetes API"
+    STATIC = "static", "Static (uploaded)"
+
+
+class UnknownNodeAction(models.TextChoices):
+    ALLOW = "allow", "allow"
+    DENY = "deny", "deny"
+
+
+class SyncState(models.TextChoices):
+    NEVER = "never", "never synced"
+    RUNNING = "running", "running"
+    OK = "ok", "ok"
+    ERROR = "error", "error"
+
+
+class Cluster(models.Model):
+    name = models.CharField(max_length=63, unique=True, validators=[dns1123_label_validator])
+    display_name = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    source = models.CharField(
+        max_length=20, choices=ClusterSource.choices, default=ClusterSource.STATIC
+    )
+    # Where credentials come from; the credentials themselves never enter the database.
+    kubeconfig_path = models.CharField(
+        max_length=1024, blank=True, help_text="Empty: the usual KUBECONFIG lookup."
+    )
+    kubeconfig_context = models.CharField(max_length=253, blank=True)
+    in_cluster = models.BooleanField(
+        default=False, help_text="Use the pod's service account instead of a kubeconfig."
+    )
+    sync_enabled = models.BooleanField(default=True)
+    sync_interval_seconds = models.PositiveIntegerField(
+        default=300, validators=[MinValueValidator(10)]
+    )
+    unknown_node_action = models.CharField(
+        max_length=10, choices=UnknownNodeAction.choices, default=UnknownNodeAction.DENY
+    )
+    is_default = models.BooleanField(default=False)
+    bind_enabled = models.BooleanField(
+        default=False, help_text="Serve the extender's bind verb by creating Bindings."
+    )
+
+    # Sync status, written only by the sync and import services.
+    sync_state = models.CharField(max_length=10, choices=SyncState.choices, default=SyncState.NEVER)
+    sync_started_at = models.DateTimeField(null=True, blank=True)
+    sync_finished_at = models.DateTimeField(null=True, blank=True)
+    last_success_at = models.DateTimeField(null=True, blank=True)
+    sync_error = models.TextField(blank=True)
+    nodes_seen = models.PositiveIntegerField(default=0)
+    nodes_added = models.PositiveIntegerField(default=0)
+    nodes_changed = models.PositiveIntegerField(default=0)
+    nodes_removed = models.PositiveIntegerField(default=0)
+    resource_version = models.CharField(max_length=64, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"], condition=Q(is_default=True), name="cluster_one_default"
+            ),
+            models.CheckConstraint(
+                condition=Q(sync_interval_seconds__gte=10), name="cluster_sync_interval_gte_10"
+            ),
+            models.CheckConstraint(
+                condition=~Q(name__in=sorted(RESERVED_CLUSTER_NAMES)),
+                name="cluster_name_not_reserved",
+            ),
+            models.CheckConstraint(
+                condition=Q(source__in=ClusterSource.values), name="cluster_source_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(unknown_node_action__in=UnknownNodeAction.values),
+                name="cluster_unknown_node_action_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    """A node as last observed in its cluster."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    taints = models.JSONField(default=list, blank=True)
+    unschedulable = models.BooleanField(default=False)
+    conditions = models.JSONField(default=list, blank=True)
+    ready = models.BooleanField(default=False)
+    capacity = models.JSONField(default=dict, blank=True, help_text="As reported (strings).")
+    allocatable = models.JSONField(default=dict, blank=True, help_text="As reported (strings).")
+    # Base units: CPU in millicores, bytes for memory and storage, counts otherwise.
+    capacity_parsed = models.JSONField(default=dict, blank=True)
+    allocatable_parsed = models.JSONField(default=dict, blank=True)
+    addresses = models.JSONField(default=list, blank=True)
+    node_info = models.JSONField(default=dict, blank=True)
+    creation_timestamp = models.DateTimeField(null=True, blank=True)
+    resource_version = models.CharField(max_length=64, blank=True)
+    warnings = models.JSONField(
+        default=list, blank=True, help_text="What could not be understood in the node object."
+    )
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="node_unique_name_per_cluster")
+        ]
+        indexes = [models.Index(fields=["cluster", "ready"], name="node_cluster_ready_idx")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,242 @@
+"""Writers of clusters and their node inventory.
+
+``nodes_apply`` is the one upsert path used by the Kubernetes sync, the watcher, the static
+import and the demo seed, so every node is parsed and validated the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from inventory.models import RESERVED_CLUSTER_NAMES, Cluster, ClusterSource, Node, UnknownNodeAction
+from inventory.node_objects import node_fields
+from policies.engine.labels import dns1123_label_errors
+from policies.validation import ContentError
+from portal.audit import audit_record
+from portal.models import AuditAction
+from portal.revisions import bump_snapshot_revision
+
+CLUSTER_FIELDS = (
+    "name",
+    "display_name",
+    "description",
+    "source",
+    "kubeconfig_path",
+    "kubeconfig_context",
+    "in_cluster",
+    "sync_enabled",
+    "sync_interval_seconds",
+    "unknown_node_action",
+    "is_default",
+    "bind_enabled",
+)
+# Fields compared to decide whether a stored node changed (resourceVersion alone does not count).
+NODE_COMPARED_FIELDS = (
+    "uid",
+    "labels",
+    "annotations",
+    "taints",
+    "unschedulable",
+    "conditions",
+    "ready",
+    "capacity",
+    "allocatable",
+    "capacity_parsed",
+    "allocatable_parsed",
+    "addresses",
+    "node_info",
+    "creation_timestamp",
+    "warnings",
+)
+
+
+def cluster_content(cluster: Cluster) -> dict:
+    return {f: getattr(cluster, f) for f in CLUSTER_FIELDS}
+
+
+def clean_cluster(data: Mapping[str, Any]) -> dict:
+    """Validate cluster settings; ContentError per field."""
+    errors: dict[str, list[str]] = {}
+    name = data.get("name")
+    if not isinstance(name, str) or not name:
+        errors["name"] = ["A name is required."]
+    else:
+        problems = dns1123_label_errors(name)
+        if name in RESERVED_CLUSTER_NAMES:
+            problems.append(f"{name!r} is reserved: it is an extender verb.")
+        if problems:
+            errors["name"] = problems
+    if data.get("source", ClusterSource.STATIC) not in ClusterSource.values:
+        errors["source"] = [f"Must be one of {', '.join(ClusterSource.values)}."]
+    if data.get("unknown_node_action", UnknownNodeAction.DENY) not in UnknownNodeAction.values:
+        errors["unknown_node_action"] = ["Must be allow or deny."]
+    interval = data.get("sync_interval_seconds", 300)
+    if isinstance(interval, bool) or not isinstance(interval, int) or interval < 10:
+        errors["sync_interval_seconds"] = ["Must be an integer of at least 10 seconds."]
+    for flag in ("in_cluster", "sync_enabled", "is_default", "bind_enabled"):
+        if flag in data and not isinstance(data[flag], bool):
+            errors[flag] = ["Must be a boolean."]
+    if errors:
+        raise ContentError(errors)
+    return {f: data[f] for f in CLUSTER_FIELDS if f in data}
+
+
+def _claim_default(cluster: Cluster) -> None:
+    # At most one default: choosing a new one releases the old one in the same transaction.
+    if cluster.is_default:
+        Cluster.objects.filter(is_default=True).exclude(pk=cluster.pk).update(is_default=False)
+
+
+@transaction.atomic
+def cluster_create(*, actor: Any, data: Mapping[str, Any]) -> Cluster:
+    content = clean_cluster(data)
+    if Cluster.objects.filter(name=content["name"]).exists():
+        raise ContentError({"name": [f"A cluster named {content['name']!r} already exists."]})
+    cluster = Cluster(**content)
+    if cluster.is_default:
+        Cluster.objects.filter(is_default=True).update(is_default=False)
+    cluster.save()
+    audit_record(
+        actor=actor,
+        action=AuditAction.CREATE,
+        object_type="cluster",
+        object_name=cluster.name,
+        after=cluster_content(cluster),
+    )
+    bump_snapshot_revision(f"cluster {cluster.name}")
+    return cluster
+
+
+@transaction.atomic
+def cluster_update(*, actor: Any, cluster: Cluster, data: Mapping[str, Any]) -> Cluster:
+    locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    before = cluster_content(locked)
+    merged = {**before, **data}
+    content = clean_cluster(merged)
+    if content["name"] != locked.name and Cluster.objects.filter(name=content["name"]).exists():
+        raise ContentError({"name": [f"A cluster named {content['name']!r} already exists."]})
+    if content == before:
+        return locked
+    for f, value in content.items():
+        setattr(locked, f, value)
+    _claim_default(locked)
+    locked.save()
+    audit_record(
+        actor=actor,
+        action=AuditAction.UPDATE,
+        object_type="cluster",
+        object_name=locked.name,
+        before=before,
+        after=cluster_content(locked),
+    )
+    bump_snapshot_revision(f"cluster {locked.name}")
+    return locked
+
+
+@transaction.atomic
+def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
+    before = cluster_content(cluster)
+    cluster.delete()
+    audit_record(
+        actor=actor,
+        action=AuditAction.DELETE,
+        object_type="cluster",
+        object_name=before["name"],
+        before=before,
+    )
+    bump_snapshot_revision(f"cluster {before['name']}")
+
+
+# --- node inventory -------------------------------------------------------------------------
+
+
+@dataclass
+class ApplyResult:
+    seen: int = 0
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def wrote(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+def _strip_heartbeats(fields: dict) -> dict:
+    # lastHeartbeatTime moves on every kubelet status report; storing it would rewrite every
+    # node on every sync without any change that matters for scheduling.
+    fields["conditions"] = [
+        {k: v for k, v in c.items() if k != "lastHeartbeatTime"} for c in fields["conditions"]
+    ]
+    return fields
+
+
+def parse_node_objects(objects: Iterable[Any]) -> tuple[dict[str, dict], list[str]]:
+    """name -> fields for every usable object, plus descriptions of the unusable ones."""
+    parsed: dict[str, dict] = {}
+    skipped: list[str] = []
+    for i, obj in enumerate(objects):
+        name, fields = node_fields(obj)
+        if name is None:
+            skipped.append(f"item {i}: no valid metadata.name")
+            continue
+        parsed[name] = _strip_heartbeats(fields)
+    return parsed, skipped
+
+
+@transaction.atomic
+def nodes_apply(
+    *, cluster: Cluster, objects: Iterable[Any], replace: bool, resource_version: str = ""
+) -> ApplyResult:
+    """Upsert node objects into the cluster's inventory in one transaction.
+
+    With ``replace`` the list is the complete inventory and nodes absent from it are removed;
+    callers pass it only after a complete, successful list. Unchanged nodes are not written.
+    """
+    parsed, skipped = parse_node_objects(objects)
+    result = ApplyResult(seen=len(parsed), skipped=skipped)
+    now = timezone.now()
+    existing = {n.name: n for n in Node.objects.filter(cluster=cluster)}
+    to_create, to_update = [], []
+    for name, fields in parsed.items():
+        node = existing.get(name)
+        if node is None:
+            to_create.append(
+                Node(cluster=cluster, name=name, first_seen=now, last_seen=now, **fields)
+            )
+            continue
+        if any(getattr(node, f) != fields[f] for f in NODE_COMPARED_FIELDS):
+            for f, value in fields.items():
+                setattr(node, f, value)
+            node.last_seen = now
+            to_update.append(node)
+    Node.objects.bulk_create(to_create, batch_size=500)
+    if to_update:
+        Node.objects.bulk_update(
+            to_update, [*NODE_COMPARED_FIELDS, "resource_version", "last_seen"], batch_size=500
+        )
+    result.added, result.changed = len(to_create), len(to_update)
+    if replace:
+        gone = [n.pk for name, n in existing.items() if name not in parsed]
+        if gone:
+            Node.objects.filter(pk__in=gone).delete()
+        result.removed = len(gone)
+    if resource_version:
+        Cluster.objects.filter(pk=cluster.pk).update(resource_version=resource_version)
+    if result.wrote:
+        bump_snapshot_revision(f"inventory {cluster.name}")
+    return result
+
+
+@transaction.atomic
+def node_delete(*, cluster: Cluster, name: str) -> bool:
+    deleted, _ = Node.objects.filter(cluster=cluster, name=name).delete()
+    if deleted:
+        bump_snapshot_revision(f"inventory {cluster.name}")
+    return bool(deleted)

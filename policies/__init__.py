@@ -1,0 +1,1 @@
+"""Policies, label assignments, versions; services are the only writers."""

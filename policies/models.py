@@ -1,0 +1,226 @@
+"""Operator-defined scheduling configuration: label assignments, policies, rules, versions.
+
+Every write goes through ``policies.services``; the database constraints below are the last line
+of defence behind the engine validators the services run.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from inventory.models import Cluster
+
+
+class PolicyMode(models.TextChoices):
+    ENFORCE = "enforce", "enforce"
+    DRY_RUN = "dry-run", "dry-run"
+
+
+class FilterKind(models.TextChoices):
+    LABEL = "label", "label"
+    RESOURCE = "resource", "resource"
+    CONDITION = "condition", "condition"
+    NAME = "name", "name"
+
+
+class WeightKind(models.TextChoices):
+    LABEL = "label", "label"
+    LABEL_VALUE = "label_value", "label value"
+    RESOURCE = "resource", "resource"
+
+
+class Operator(models.TextChoices):
+    IN = "In", "In"
+    NOT_IN = "NotIn", "NotIn"
+    EXISTS = "Exists", "Exists"
+    DOES_NOT_EXIST = "DoesNotExist", "DoesNotExist"
+    GT = "Gt", "Gt"
+    LT = "Lt", "Lt"
+    GTE = "Gte", "Gte"
+    LTE = "Lte", "Lte"
+    MATCHES = "Matches", "Matches"
+    NOT_MATCHES = "NotMatches", "NotMatches"
+
+
+LABEL_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+RESOURCE_OPERATORS = ["Gte", "Lte"]
+NAME_OPERATORS = ["Matches", "NotMatches"]
+
+
+class ConditionStatus(models.TextChoices):
+    TRUE = "True", "True"
+    FALSE = "False", "False"
+    UNKNOWN = "Unknown", "Unknown"
+
+
+class Authored(models.Model):
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        abstract = True
+
+
+class LabelAssignment(Authored):
+    """Labels the operator assigns to the nodes its selector matches (``effective labels``)."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    cluster = models.ForeignKey(
+        Cluster,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="label_assignments",
+        help_text="Empty: every cluster.",
+    )
+    description = models.TextField(blank=True)
+    enabled = models.BooleanField(default=True)
+    priority = models.IntegerField(default=0, help_text="Higher priority is applied last and wins.")
+    node_selector = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"node_names": [glob, ...], "match_expressions": [...]}',
+    )
+    labels = models.JSONField(default=dict, help_text='{"key": "value", ...}')
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["-priority", "name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(version__gte=1), name="assignment_version_gte_1")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Policy(Authored):
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    cluster = models.ForeignKey(
+        Cluster,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="policies",
+        help_text="Empty: every cluster.",
+    )
+    enabled = models.BooleanField(default=True)
+    mode = models.CharField(max_length=10, choices=PolicyMode.choices, default=PolicyMode.ENFORCE)
+    pod_selector = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"namespaces": [...], "match_labels": {...}, "match_expressions": [...]}; '
+        "empty selects every pod.",
+    )
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name_plural = "policies"
+        constraints = [
+            models.CheckConstraint(condition=Q(version__gte=1), name="policy_version_gte_1"),
+            models.CheckConstraint(
+                condition=Q(mode__in=PolicyMode.values), name="policy_mode_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Rule(models.Model):
+    position = models.PositiveIntegerField(default=0)
+    enabled = models.BooleanField(default=True)
+    message = models.CharField(max_length=500, blank=True)
+    key = models.CharField(max_length=317, blank=True, help_text="Label key (label rules).")
+    operator = models.CharField(max_length=16, choices=Operator.choices, blank=True)
+    values = models.JSONField(default=list, blank=True)
+    resource = models.CharField(max_length=317, blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["position", "id"]
+
+
+class FilterRule(Rule):
+    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="filter_rules")
+    kind = models.CharField(max_length=16, choices=FilterKind.choices)
+    quantity = models.CharField(max_length=64, blank=True)
+    condition = models.CharField(max_length=253, blank=True)
+    status = models.CharField(max_length=8, choices=ConditionStatus.choices, blank=True)
+    pattern = models.CharField(max_length=253, blank=True)
+
+    class Meta(Rule.Meta):
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="label", operator__in=LABEL_OPERATORS) & ~Q(key="")
+                    | Q(kind="resource", operator__in=RESOURCE_OPERATORS)
+                    & ~Q(resource="")
+                    & ~Q(quantity="")
+                    | Q(kind="condition", status__in=ConditionStatus.values) & ~Q(condition="")
+                    | Q(kind="name", operator__in=NAME_OPERATORS) & ~Q(pattern="")
+                ),
+                name="filter_rule_kind_fields",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy_id}/{self.kind}#{self.position}"
+
+
+class WeightRule(Rule):
+    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="weight_rules")
+    kind = models.CharField(max_length=16, choices=WeightKind.choices)
+    weight = models.IntegerField(validators=[MinValueValidator(-100), MaxValueValidator(100)])
+
+    class Meta(Rule.Meta):
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(weight__gte=-100, weight__lte=100), name="weight_rule_weight_range"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    Q(kind="label", operator__in=LABEL_OPERATORS) & ~Q(key="")
+                    | Q(kind="label_value") & ~Q(key="")
+                    | Q(kind="resource") & ~Q(resource="")
+                ),
+                name="weight_rule_kind_fields",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy_id}/{self.kind}#{self.position}"
+
+
+class PolicyVersion(models.Model):
+    """An immutable copy of a policy's full content at one version."""
+
+    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="versions")
+    version = models.PositiveIntegerField()
+    content = models.JSONField()
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_name = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    note = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["policy", "-version"]
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "version"], name="policy_version_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy_id} v{self.version}"

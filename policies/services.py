@@ -1,0 +1,438 @@
+"""The only writers of policies and label assignments.
+
+Each service validates with the engine validators (``policies.validation``), writes in one
+transaction, bumps the object's ``version``, stores a PolicyVersion (policies), writes an audit
+entry and bumps the snapshot revision so every extender process rebuilds. Writing content equal
+to the stored content is a no-op: no version, no audit entry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from inventory.models import Cluster
+from policies.models import FilterRule, LabelAssignment, Policy, PolicyVersion, WeightRule
+from policies.validation import ContentError, clean_label_assignment, clean_policy
+from portal.audit import actor_name, audit_record
+from portal.models import AuditAction
+from portal.revisions import bump_snapshot_revision
+
+FILTER_RULE_FIELDS = (
+    "key",
+    "operator",
+    "values",
+    "resource",
+    "quantity",
+    "condition",
+    "status",
+    "pattern",
+)
+WEIGHT_RULE_FIELDS = ("key", "operator", "values", "resource", "weight")
+
+
+class VersionConflict(Exception):
+    """The caller based its change on a version that is no longer current."""
+
+    def __init__(self, current_version: int, expected_version: int) -> None:
+        self.current_version = current_version
+        self.expected_version = expected_version
+        super().__init__(
+            f"version {expected_version} is stale: the current version is {current_version}"
+        )
+
+
+class ObjectExists(ContentError):
+    pass
+
+
+# --- serialisation --------------------------------------------------------------------------
+
+
+def _rule_content(rule: FilterRule | WeightRule, fields: dict[str, tuple[str, ...]]) -> dict:
+    out: dict[str, Any] = {"kind": rule.kind}
+    for field in fields[rule.kind]:
+        out[field] = getattr(rule, field)
+    if isinstance(rule, WeightRule):
+        out["weight"] = rule.weight
+    out["message"] = rule.message
+    out["enabled"] = rule.enabled
+    return out
+
+
+def policy_content(policy: Policy) -> dict:
+    """The canonical content of a stored policy (what versions, diff and export use)."""
+    from policies.validation import FILTER_FIELDS, WEIGHT_FIELDS
+
+    return {
+        "name": policy.name,
+        "description": policy.description,
+        "cluster": policy.cluster.name if policy.cluster_id else None,
+        "enabled": policy.enabled,
+        "mode": policy.mode,
+        "pod_selector": policy.pod_selector,
+        "filter_rules": [_rule_content(r, FILTER_FIELDS) for r in policy.filter_rules.all()],
+        "weight_rules": [_rule_content(r, WEIGHT_FIELDS) for r in policy.weight_rules.all()],
+    }
+
+
+def label_assignment_content(assignment: LabelAssignment) -> dict:
+    return {
+        "name": assignment.name,
+        "cluster": assignment.cluster.name if assignment.cluster_id else None,
+        "description": assignment.description,
+        "enabled": assignment.enabled,
+        "priority": assignment.priority,
+        "node_selector": assignment.node_selector,
+        "labels": assignment.labels,
+    }
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _resolve_cluster(name: str | None) -> Cluster | None:
+    if name is None:
+        return None
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise ContentError({"cluster": [f"No cluster named {name!r}."]})
+    return cluster
+
+
+def _check_version(current: int, expected: int | None) -> None:
+    if expected is not None and expected != current:
+        raise VersionConflict(current, expected)
+
+
+def _write_rules(policy: Policy, content: dict) -> None:
+    policy.filter_rules.all().delete()
+    policy.weight_rules.all().delete()
+    FilterRule.objects.bulk_create(
+        FilterRule(policy=policy, position=i, **_rule_fields(rule, FILTER_RULE_FIELDS))
+        for i, rule in enumerate(content["filter_rules"])
+    )
+    WeightRule.objects.bulk_create(
+        WeightRule(policy=policy, position=i, **_rule_fields(rule, WEIGHT_RULE_FIELDS))
+        for i, rule in enumerate(content["weight_rules"])
+    )
+
+
+def _rule_fields(rule: dict, fields: tuple[str, ...]) -> dict:
+    out = {"kind": rule["kind"], "message": rule["message"], "enabled": rule["enabled"]}
+    for field in fields:
+        if field in rule:
+            out[field] = rule[field]
+    return out
+
+
+def _store_version(policy: Policy, content: dict, actor: Any, note: str) -> None:
+    PolicyVersion.objects.create(
+        policy=policy,
+        version=policy.version,
+        content=content,
+        author=actor if getattr(actor, "is_authenticated", False) else None,
+        author_name=actor_name(actor),
+        note=note,
+    )
+
+
+def _user(actor: Any) -> Any:
+    return actor if getattr(actor, "is_authenticated", False) else None
+
+
+# --- policies -------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def policy_create(*, actor: Any, data: Any, note: str = "") -> Policy:
+    """Create a policy with its rules at version 1."""
+    content = clean_policy(data)
+    if Policy.objects.filter(name=content["name"]).exists():
+        raise ObjectExists({"name": [f"A policy named {content['name']!r} already exists."]})
+    policy = Policy.objects.create(
+        name=content["name"],
+        description=content["description"],
+        cluster=_resolve_cluster(content["cluster"]),
+        enabled=content["enabled"],
+        mode=content["mode"],
+        pod_selector=content["pod_selector"],
+        version=1,
+        created_by=_user(actor),
+        updated_by=_user(actor),
+    )
+    _write_rules(policy, content)
+    _store_version(policy, content, actor, note or "created")
+    audit_record(
+        actor=actor,
+        action=AuditAction.CREATE,
+        object_type="policy",
+        object_name=policy.name,
+        after=content,
+        note=note,
+    )
+    bump_snapshot_revision(f"policy {policy.name}")
+    return policy
+
+
+@transaction.atomic
+def policy_update(
+    *,
+    actor: Any,
+    policy: Policy,
+    data: Any,
+    expected_version: int | None = None,
+    note: str = "",
+    action: str = AuditAction.UPDATE,
+) -> Policy:
+    """Replace a policy's content (rules included); a no-op when nothing changes.
+
+    ``expected_version`` is the version the caller's edit was based on; a stale one raises
+    :class:`VersionConflict` and writes nothing.
+    """
+    locked = Policy.objects.select_for_update().get(pk=policy.pk)
+    _check_version(locked.version, expected_version)
+    before = policy_content(locked)
+    content = clean_policy(data)
+    if content["name"] != locked.name and Policy.objects.filter(name=content["name"]).exists():
+        raise ObjectExists({"name": [f"A policy named {content['name']!r} already exists."]})
+    if content == before:
+        return locked
+    locked.name = content["name"]
+    locked.description = content["description"]
+    locked.cluster = _resolve_cluster(content["cluster"])
+    locked.enabled = content["enabled"]
+    locked.mode = content["mode"]
+    locked.pod_selector = content["pod_selector"]
+    locked.version += 1
+    locked.updated_by = _user(actor)
+    locked.save()
+    _write_rules(locked, content)
+    _store_version(locked, content, actor, note)
+    audit_record(
+        actor=actor,
+        action=action,
+        object_type="policy",
+        object_name=locked.name,
+        before=before,
+        after=content,
+        note=note,
+    )
+    bump_snapshot_revision(f"policy {locked.name}")
+    return locked
+
+
+def _policy_patch(
+    *,
+    actor: Any,
+    policy: Policy,
+    changes: dict,
+    action: str,
+    note: str = "",
+    expected_version: int | None = None,
+) -> Policy:
+    content = policy_content(policy)
+    content.update(changes)
+    return policy_update(
+        actor=actor,
+        policy=policy,
+        data=content,
+        action=action,
+        note=note,
+        expected_version=expected_version,
+    )
+
+
+def policy_set_enabled(
+    *, actor: Any, policy: Policy, enabled: bool, expected_version: int | None = None
+) -> Policy:
+    """Enable or disable a policy (a new version when the state changes)."""
+    action = AuditAction.ENABLE if enabled else AuditAction.DISABLE
+    return _policy_patch(
+        actor=actor,
+        policy=policy,
+        changes={"enabled": enabled},
+        action=action,
+        note="enabled" if enabled else "disabled",
+        expected_version=expected_version,
+    )
+
+
+def policy_set_mode(
+    *, actor: Any, policy: Policy, mode: str, expected_version: int | None = None
+) -> Policy:
+    """Switch a policy between enforce and dry-run."""
+    return _policy_patch(
+        actor=actor,
+        policy=policy,
+        changes={"mode": mode},
+        action=AuditAction.MODE,
+        note=f"mode {mode}",
+        expected_version=expected_version,
+    )
+
+
+@transaction.atomic
+def policy_delete(*, actor: Any, policy: Policy, expected_version: int | None = None) -> None:
+    """Delete a policy, its rules and versions; the audit log keeps its last content."""
+    locked = Policy.objects.select_for_update().get(pk=policy.pk)
+    _check_version(locked.version, expected_version)
+    before = policy_content(locked)
+    locked.delete()
+    audit_record(
+        actor=actor,
+        action=AuditAction.DELETE,
+        object_type="policy",
+        object_name=before["name"],
+        before=before,
+    )
+    bump_snapshot_revision(f"policy {before['name']}")
+
+
+def policy_clone(*, actor: Any, policy: Policy, name: str | None = None) -> Policy:
+    """Copy a policy under a new name, disabled so it changes nothing until reviewed."""
+    content = policy_content(policy)
+    if name is None:
+        base = f"{policy.name}-copy"[:90]
+        name, n = base, 2
+        while Policy.objects.filter(name=name).exists():
+            name, n = f"{base}-{n}", n + 1
+    content.update(name=name, enabled=False)
+    return policy_create(actor=actor, data=content, note=f"cloned from {policy.name}")
+
+
+def policy_rollback(
+    *, actor: Any, policy: Policy, version: int, expected_version: int | None = None
+) -> Policy:
+    """Create a new version whose content equals the stored ``version`` (name kept)."""
+    old = PolicyVersion.objects.filter(policy=policy, version=version).first()
+    if old is None:
+        raise ContentError({"version": [f"Policy {policy.name!r} has no version {version}."]})
+    content = dict(old.content)
+    content["name"] = policy.name
+    if (
+        content["cluster"] is not None
+        and not Cluster.objects.filter(name=content["cluster"]).exists()
+    ):
+        raise ContentError(
+            {
+                "version": [
+                    f"Version {version} targets cluster {content['cluster']!r}, "
+                    "which no longer exists."
+                ]
+            }
+        )
+    return policy_update(
+        actor=actor,
+        policy=policy,
+        data=content,
+        action=AuditAction.ROLLBACK,
+        note=f"rollback to version {version}",
+        expected_version=expected_version,
+    )
+
+
+# --- label assignments ----------------------------------------------------------------------
+
+
+def _assignment_fields(content: dict) -> dict:
+    return {
+        "name": content["name"],
+        "cluster": _resolve_cluster(content["cluster"]),
+        "description": content["description"],
+        "enabled": content["enabled"],
+        "priority": content["priority"],
+        "node_selector": content["node_selector"],
+        "labels": content["labels"],
+    }
+
+
+@transaction.atomic
+def label_assignment_create(*, actor: Any, data: Any, note: str = "") -> LabelAssignment:
+    content = clean_label_assignment(data)
+    if LabelAssignment.objects.filter(name=content["name"]).exists():
+        raise ObjectExists(
+            {"name": [f"A label assignment named {content['name']!r} already exists."]}
+        )
+    assignment = LabelAssignment.objects.create(
+        **_assignment_fields(content), created_by=_user(actor), updated_by=_user(actor)
+    )
+    audit_record(
+        actor=actor,
+        action=AuditAction.CREATE,
+        object_type="label_assignment",
+        object_name=assignment.name,
+        after=content,
+        note=note,
+    )
+    bump_snapshot_revision(f"label assignment {assignment.name}")
+    return assignment
+
+
+@transaction.atomic
+def label_assignment_update(
+    *,
+    actor: Any,
+    assignment: LabelAssignment,
+    data: Any,
+    expected_version: int | None = None,
+    note: str = "",
+    action: str = AuditAction.UPDATE,
+) -> LabelAssignment:
+    locked = LabelAssignment.objects.select_for_update().get(pk=assignment.pk)
+    _check_version(locked.version, expected_version)
+    before = label_assignment_content(locked)
+    content = clean_label_assignment(data)
+    if (
+        content["name"] != locked.name
+        and LabelAssignment.objects.filter(name=content["name"]).exists()
+    ):
+        raise ObjectExists(
+            {"name": [f"A label assignment named {content['name']!r} already exists."]}
+        )
+    if content == before:
+        return locked
+    for field, value in _assignment_fields(content).items():
+        setattr(locked, field, value)
+    locked.version += 1
+    locked.updated_by = _user(actor)
+    locked.save()
+    audit_record(
+        actor=actor,
+        action=action,
+        object_type="label_assignment",
+        object_name=locked.name,
+        before=before,
+        after=content,
+        note=note,
+    )
+    bump_snapshot_revision(f"label assignment {locked.name}")
+    return locked
+
+
+def label_assignment_set_enabled(
+    *, actor: Any, assignment: LabelAssignment, enabled: bool
+) -> LabelAssignment:
+    content = label_assignment_content(assignment)
+    content["enabled"] = enabled
+    action = AuditAction.ENABLE if enabled else AuditAction.DISABLE
+    return label_assignment_update(actor=actor, assignment=assignment, data=content, action=action)
+
+
+@transaction.atomic
+def label_assignment_delete(
+    *, actor: Any, assignment: LabelAssignment, expected_version: int | None = None
+) -> None:
+    locked = LabelAssignment.objects.select_for_update().get(pk=assignment.pk)
+    _check_version(locked.version, expected_version)
+    before = label_assignment_content(locked)
+    locked.delete()
+    audit_record(
+        actor=actor,
+        action=AuditAction.DELETE,
+        object_type="label_assignment",
+        object_name=before["name"],
+        before=before,
+    )
+    bump_snapshot_revision(f"label assignment {before['name']}")

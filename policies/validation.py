@@ -1,0 +1,400 @@
+"""Validation and normalisation of policy and label-assignment content.
+
+The admin forms, the REST API, ``apply`` and the services all call these functions, so a value
+is judged the same way wherever it comes from. Each returns the canonical content (only the fields
+a rule kind uses, defaults filled in) or raises :class:`ContentError` with a message per field
+path, e.g. ``filter_rules[2].values``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from policies.engine.assignments import labels_errors, node_selector_from_dict
+from policies.engine.errors import EngineValidationError
+from policies.engine.globs import glob_errors
+from policies.engine.labels import dns1123_label_errors, label_key_errors
+from policies.engine.quantities import quantity_errors
+from policies.engine.selectors import (
+    NODE_OPERATORS,
+    label_selector_from_dict,
+    requirement_errors,
+)
+
+POLICY_MODES = ("enforce", "dry-run")
+FILTER_KINDS = ("label", "resource", "condition", "name")
+WEIGHT_KINDS = ("label", "label_value", "resource")
+RESOURCE_OPERATORS = ("Gte", "Lte")
+NAME_OPERATORS = ("Matches", "NotMatches")
+CONDITION_STATUSES = ("True", "False", "Unknown")
+NAME_MAX = 100
+MESSAGE_MAX = 500
+
+
+class ContentError(ValueError):
+    """Invalid content: ``errors`` maps a field path to its messages."""
+
+    def __init__(self, errors: Mapping[str, list[str]]) -> None:
+        self.errors = {k: list(v) for k, v in errors.items()}
+        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in self.errors.items()))
+
+
+class _Errors:
+    def __init__(self) -> None:
+        self.errors: dict[str, list[str]] = {}
+
+    def add(self, path: str, message: str) -> None:
+        self.errors.setdefault(path, []).append(message)
+
+    def extend(self, pairs: list[tuple[str, str]], prefix: str) -> None:
+        for path, message in pairs:
+            self.add(join(prefix, path), message)
+
+    def raise_if_any(self) -> None:
+        if self.errors:
+            raise ContentError(self.errors)
+
+
+def join(prefix: str, path: str) -> str:
+    if not prefix:
+        return path
+    if not path:
+        return prefix
+    return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
+
+
+def _slug_errors(value: Any) -> list[str]:
+    if not isinstance(value, str) or not value:
+        return ["This field is required and must be a non-empty string."]
+    if len(value) > NAME_MAX:
+        return [f"Must be at most {NAME_MAX} characters."]
+    return dns1123_label_errors(value) if len(value) <= 63 else _long_slug_errors(value)
+
+
+def _long_slug_errors(value: str) -> list[str]:
+    # Policy names may be longer than a DNS label but follow the same alphabet.
+    import re
+
+    if re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", value):
+        return []
+    return ["Use lowercase letters, digits and '-', starting and ending with a letter or digit."]
+
+
+def _bool(data: Mapping, key: str, default: bool, errs: _Errors, prefix: str = "") -> bool:
+    value = data.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        errs.add(join(prefix, key), "Must be a boolean (true or false).")
+        return default
+    return value
+
+
+def _text(data: Mapping, key: str, errs: _Errors, prefix: str = "", max_len: int = 0) -> str:
+    value = data.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        errs.add(join(prefix, key), "Must be a string.")
+        return ""
+    if max_len and len(value) > max_len:
+        errs.add(join(prefix, key), f"Must be at most {max_len} characters.")
+    return value
+
+
+def _mapping(value: Any, path: str, errs: _Errors) -> Mapping:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        errs.add(path, "Must be an object.")
+        return {}
+    return value
+
+
+def _unknown_keys(data: Mapping, allowed: set[str], prefix: str, errs: _Errors) -> None:
+    for key in data:
+        if key not in allowed:
+            errs.add(join(prefix, str(key)), "Unknown field.")
+
+
+def clean_pod_selector(value: Any, path: str = "pod_selector") -> dict:
+    """Canonical pod selector: namespaces, match_labels, match_expressions (all optional)."""
+    errs = _Errors()
+    data = _mapping(value, path, errs)
+    errs.raise_if_any()
+    _unknown_keys(data, {"namespaces", "match_labels", "match_expressions"}, path, errs)
+    namespaces = data.get("namespaces") or []
+    if not isinstance(namespaces, list):
+        errs.add(join(path, "namespaces"), "Must be a list of namespace names.")
+        namespaces = []
+    for i, ns in enumerate(namespaces):
+        problems = dns1123_label_errors(ns) if isinstance(ns, str) else ["Must be a string."]
+        for msg in problems:
+            errs.add(join(path, f"namespaces[{i}]"), msg)
+    selector = {
+        "match_labels": data.get("match_labels") or {},
+        "match_expressions": data.get("match_expressions") or [],
+    }
+    try:
+        label_selector_from_dict(selector, path=path)
+    except EngineValidationError as exc:
+        for field, msg in exc.errors:
+            errs.add(field or path, msg)
+    errs.raise_if_any()
+    return {
+        "namespaces": sorted(set(namespaces)),
+        "match_labels": dict(sorted(selector["match_labels"].items())),
+        "match_expressions": [_canonical_requirement(r) for r in selector["match_expressions"]],
+    }
+
+
+def _canonical_requirement(r: Mapping) -> dict:
+    return {"key": r["key"], "operator": r["operator"], "values": list(r.get("values") or [])}
+
+
+def _label_requirement(rule: Mapping, prefix: str, errs: _Errors) -> dict:
+    values = rule.get("values")
+    if values is None:
+        values = []
+    errs.extend(
+        requirement_errors(
+            rule.get("key", ""), rule.get("operator", ""), values, operators=NODE_OPERATORS
+        ),
+        prefix,
+    )
+    return {"key": rule.get("key", ""), "operator": rule.get("operator", ""), "values": values}
+
+
+FILTER_FIELDS = {
+    "label": ("key", "operator", "values"),
+    "resource": ("resource", "operator", "quantity"),
+    "condition": ("condition", "status"),
+    "name": ("pattern", "operator"),
+}
+WEIGHT_FIELDS = {
+    "label": ("key", "operator", "values"),
+    "label_value": ("key",),
+    "resource": ("resource",),
+}
+COMMON_RULE_FIELDS = {"kind", "enabled", "message", "id", "position"}
+
+
+def _resource_name_errors(value: Any) -> list[str]:
+    if not isinstance(value, str) or not value:
+        return ["A resource name is required (e.g. cpu, memory, nvidia.com/gpu)."]
+    return label_key_errors(value)
+
+
+def clean_filter_rule(rule: Any, prefix: str) -> dict:
+    """Canonical filter rule, or ContentError naming the rule and field."""
+    errs = _Errors()
+    if not isinstance(rule, Mapping):
+        errs.add(prefix, "Must be an object.")
+        errs.raise_if_any()
+    kind = rule.get("kind")
+    if kind not in FILTER_KINDS:
+        errs.add(join(prefix, "kind"), f"Must be one of {', '.join(FILTER_KINDS)}.")
+        errs.raise_if_any()
+    _unknown_keys(rule, COMMON_RULE_FIELDS | set(FILTER_FIELDS[kind]), prefix, errs)
+    out: dict[str, Any] = {"kind": kind}
+    if kind == "label":
+        out.update(_label_requirement(rule, prefix, errs))
+    elif kind == "resource":
+        for msg in _resource_name_errors(rule.get("resource")):
+            errs.add(join(prefix, "resource"), msg)
+        if rule.get("operator") not in RESOURCE_OPERATORS:
+            errs.add(join(prefix, "operator"), "Must be Gte or Lte for a resource rule.")
+        quantity = rule.get("quantity")
+        if isinstance(quantity, int) and not isinstance(quantity, bool):
+            quantity = str(quantity)
+        problems = (
+            quantity_errors(quantity)
+            if isinstance(quantity, str)
+            else ["A Kubernetes quantity string is required (e.g. 8Gi, 500m, 2)."]
+        )
+        for msg in problems:
+            errs.add(join(prefix, "quantity"), msg)
+        out.update(resource=rule.get("resource"), operator=rule.get("operator"), quantity=quantity)
+    elif kind == "condition":
+        condition = rule.get("condition")
+        if not isinstance(condition, str) or not condition:
+            errs.add(join(prefix, "condition"), "A condition type is required (e.g. Ready).")
+        elif len(condition) > 253 or not condition.replace(".", "").replace("/", "").isalnum():
+            errs.add(
+                join(prefix, "condition"), "Must be a condition type such as Ready or DiskPressure."
+            )
+        if rule.get("status") not in CONDITION_STATUSES:
+            errs.add(join(prefix, "status"), "Must be True, False or Unknown.")
+        out.update(condition=condition, status=rule.get("status"))
+    else:
+        pattern = rule.get("pattern")
+        for msg in (
+            glob_errors(pattern) if isinstance(pattern, str) else ["A glob pattern is required."]
+        ):
+            errs.add(join(prefix, "pattern"), msg)
+        if rule.get("operator") not in NAME_OPERATORS:
+            errs.add(join(prefix, "operator"), "Must be Matches or NotMatches for a name rule.")
+        out.update(pattern=pattern, operator=rule.get("operator"))
+    out["message"] = _text(rule, "message", errs, prefix, MESSAGE_MAX)
+    out["enabled"] = _bool(rule, "enabled", True, errs, prefix)
+    errs.raise_if_any()
+    return out
+
+
+def clean_weight_rule(rule: Any, prefix: str) -> dict:
+    """Canonical weight rule, or ContentError naming the rule and field."""
+    errs = _Errors()
+    if not isinstance(rule, Mapping):
+        errs.add(prefix, "Must be an object.")
+        errs.raise_if_any()
+    kind = rule.get("kind")
+    if kind not in WEIGHT_KINDS:
+        errs.add(join(prefix, "kind"), f"Must be one of {', '.join(WEIGHT_KINDS)}.")
+        errs.raise_if_any()
+    _unknown_keys(rule, COMMON_RULE_FIELDS | set(WEIGHT_FIELDS[kind]) | {"weight"}, prefix, errs)
+    out: dict[str, Any] = {"kind": kind}
+    if kind == "label":
+        out.update(_label_requirement(rule, prefix, errs))
+    elif kind == "label_value":
+        key = rule.get("key")
+        for msg in label_key_errors(key) if isinstance(key, str) else ["A label key is required."]:
+            errs.add(join(prefix, "key"), msg)
+        out["key"] = key
+    else:
+        for msg in _resource_name_errors(rule.get("resource")):
+            errs.add(join(prefix, "resource"), msg)
+        out["resource"] = rule.get("resource")
+    weight = rule.get("weight")
+    if isinstance(weight, bool) or not isinstance(weight, int):
+        errs.add(join(prefix, "weight"), "An integer weight in [-100, 100] is required.")
+    elif not -100 <= weight <= 100:
+        errs.add(join(prefix, "weight"), f"Must be in [-100, 100], got {weight}.")
+    out["weight"] = weight
+    out["message"] = _text(rule, "message", errs, prefix, MESSAGE_MAX)
+    out["enabled"] = _bool(rule, "enabled", True, errs, prefix)
+    errs.raise_if_any()
+    return out
+
+
+def _rules(data: Mapping, key: str, cleaner: Any, errs: _Errors) -> list[dict]:
+    rules = data.get(key) or []
+    if not isinstance(rules, list):
+        errs.add(key, "Must be a list of rules.")
+        return []
+    out = []
+    for i, rule in enumerate(rules):
+        try:
+            out.append(cleaner(rule, f"{key}[{i}]"))
+        except ContentError as exc:
+            for path, messages in exc.errors.items():
+                for msg in messages:
+                    errs.add(path, msg)
+    return out
+
+
+POLICY_FIELDS = {
+    "name",
+    "description",
+    "cluster",
+    "enabled",
+    "mode",
+    "pod_selector",
+    "filter_rules",
+    "weight_rules",
+}
+
+
+def clean_policy(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> dict:
+    """Canonical policy content (cluster by name or None), or ContentError per field."""
+    errs = _Errors()
+    if not isinstance(data, Mapping):
+        raise ContentError({"": ["A policy must be an object."]})
+    _unknown_keys(data, POLICY_FIELDS | set(extra_fields), "", errs)
+    for msg in _slug_errors(data.get("name")):
+        errs.add("name", msg)
+    cluster = data.get("cluster")
+    if cluster is not None and (not isinstance(cluster, str) or dns1123_label_errors(cluster)):
+        errs.add("cluster", "Must be a cluster name or null (every cluster).")
+    mode = data.get("mode", "enforce")
+    if mode not in POLICY_MODES:
+        errs.add("mode", "Must be enforce or dry-run.")
+    try:
+        pod_selector = clean_pod_selector(data.get("pod_selector"))
+    except ContentError as exc:
+        pod_selector = {}
+        for path, messages in exc.errors.items():
+            for msg in messages:
+                errs.add(path, msg)
+    content = {
+        "name": data.get("name"),
+        "description": _text(data, "description", errs),
+        "cluster": cluster or None,
+        "enabled": _bool(data, "enabled", True, errs),
+        "mode": mode,
+        "pod_selector": pod_selector,
+        "filter_rules": _rules(data, "filter_rules", clean_filter_rule, errs),
+        "weight_rules": _rules(data, "weight_rules", clean_weight_rule, errs),
+    }
+    errs.raise_if_any()
+    return content
+
+
+ASSIGNMENT_FIELDS = {
+    "name",
+    "cluster",
+    "description",
+    "enabled",
+    "priority",
+    "node_selector",
+    "labels",
+}
+
+
+def clean_label_assignment(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> dict:
+    """Canonical label-assignment content, or ContentError per field."""
+    errs = _Errors()
+    if not isinstance(data, Mapping):
+        raise ContentError({"": ["A label assignment must be an object."]})
+    _unknown_keys(data, ASSIGNMENT_FIELDS | set(extra_fields), "", errs)
+    for msg in _slug_errors(data.get("name")):
+        errs.add("name", msg)
+    cluster = data.get("cluster")
+    if cluster is not None and (not isinstance(cluster, str) or dns1123_label_errors(cluster)):
+        errs.add("cluster", "Must be a cluster name or null (every cluster).")
+    priority = data.get("priority", 0)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        errs.add("priority", "Must be an integer.")
+    elif not -1000000 <= priority <= 1000000:
+        errs.add("priority", "Must be between -1000000 and 1000000.")
+    selector = data.get("node_selector") or {}
+    if not isinstance(selector, Mapping):
+        errs.add("node_selector", "Must be an object.")
+        selector = {}
+    _unknown_keys(selector, {"node_names", "match_expressions"}, "node_selector", errs)
+    try:
+        node_selector_from_dict(selector, path="node_selector")
+    except EngineValidationError as exc:
+        for field, msg in exc.errors:
+            errs.add(field or "node_selector", msg)
+    labels = data.get("labels")
+    if not isinstance(labels, Mapping) or not labels:
+        errs.add("labels", "At least one label is required, as an object of key: value.")
+        labels = {}
+    else:
+        errs.extend(labels_errors(labels), "labels")
+    errs.raise_if_any()
+    return {
+        "name": data["name"],
+        "cluster": cluster or None,
+        "description": _text(data, "description", errs),
+        "enabled": _bool(data, "enabled", True, errs),
+        "priority": priority,
+        "node_selector": {
+            "node_names": list(selector.get("node_names") or []),
+            "match_expressions": [
+                _canonical_requirement(r) for r in selector.get("match_expressions") or []
+            ],
+        },
+        "labels": dict(sorted(labels.items())),
+    }

@@ -1,0 +1,37 @@
+"""The audit log writer: one entry per write, in the writer's transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portal.models import AuditEntry
+
+
+def actor_name(actor: Any) -> str:
+    if actor is None or not getattr(actor, "is_authenticated", False):
+        return ""
+    return actor.get_username()
+
+
+def audit_record(
+    *,
+    actor: Any,
+    action: str,
+    object_type: str,
+    object_name: str,
+    before: Any = None,
+    after: Any = None,
+    note: str = "",
+) -> AuditEntry:
+    """Store who did what to which object, with its state before and after."""
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    return AuditEntry.objects.create(
+        actor=user,
+        actor_name=actor_name(actor),
+        action=action,
+        object_type=object_type,
+        object_name=object_name,
+        before=before,
+        after=after,
+        note=note,
+    )

@@ -1,0 +1,66 @@
+"""Portal-wide records: the snapshot revision counter and the audit log."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Revision(models.Model):
+    """A named counter that every write bumps in its own transaction.
+
+    Extender processes compare the ``snapshot`` revision with the one their in-memory snapshot was
+    built from, so one indexed read tells them whether anything changed.
+    """
+
+    name = models.CharField(max_length=64, primary_key=True)
+    value = models.BigIntegerField(default=0)
+    changed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(value__gte=0), name="revision_value_gte_0")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}"
+
+
+class AuditAction(models.TextChoices):
+    CREATE = "create", "create"
+    UPDATE = "update", "update"
+    DELETE = "delete", "delete"
+    ENABLE = "enable", "enable"
+    DISABLE = "disable", "disable"
+    MODE = "mode", "mode change"
+    ROLLBACK = "rollback", "rollback"
+    APPLY = "apply", "apply"
+    IMPORT = "import", "import"
+    SYNC = "sync", "sync"
+    PUSH_LABELS = "push_labels", "push labels"
+
+
+class AuditEntry(models.Model):
+    """One write of any object: who, when, what, and the state before and after."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Kept as text so the entry still says who it was after the user is deleted.
+    actor_name = models.CharField(max_length=150, blank=True)
+    action = models.CharField(max_length=20, choices=AuditAction.choices)
+    object_type = models.CharField(max_length=40)
+    object_name = models.CharField(max_length=253)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "audit entry"
+        verbose_name_plural = "audit log"
+        indexes = [models.Index(fields=["object_type", "object_name"], name="audit_object_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.actor_name or 'system'} {self.action} {self.object_type} {self.object_name}"

@@ -1,0 +1,65 @@
+"""Roles are Django groups: viewer reads everything, editor writes configuration, admin all.
+
+The same function runs from a data migration (so the groups exist right after ``migrate``) and
+after every later ``migrate`` (so models added later are covered too); it only adds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ROLE_VIEWER = "viewer"
+ROLE_EDITOR = "editor"
+ROLE_ADMIN = "admin"
+ROLES = (ROLE_VIEWER, ROLE_EDITOR, ROLE_ADMIN)
+
+PORTAL_APPS = ("portal", "inventory", "policies", "extender")
+# What an editor may write: configuration, not history (versions, audit, decisions).
+EDITOR_MODELS = {
+    "inventory": {"cluster", "node"},
+    "policies": {"labelassignment", "policy", "filterrule", "weightrule"},
+}
+ADMIN_EXTRA_APPS = ("auth", "authtoken")
+
+
+def role_permission_codenames(apps: Any) -> dict[str, set[tuple[str, str]]]:
+    """(app_label, codename) pairs per role, for the models currently installed."""
+    perms: dict[str, set[tuple[str, str]]] = {role: set() for role in ROLES}
+    permission_model = apps.get_model("auth", "Permission")
+    rows = permission_model.objects.filter(
+        content_type__app_label__in=PORTAL_APPS + ADMIN_EXTRA_APPS
+    ).values_list("content_type__app_label", "content_type__model", "codename")
+    for app_label, model, codename in rows:
+        pair = (app_label, codename)
+        if app_label in ADMIN_EXTRA_APPS:
+            perms[ROLE_ADMIN].add(pair)
+            continue
+        perms[ROLE_ADMIN].add(pair)
+        if codename.startswith("view_"):
+            perms[ROLE_VIEWER].add(pair)
+            perms[ROLE_EDITOR].add(pair)
+        elif model in EDITOR_MODELS.get(app_label, ()):
+            perms[ROLE_EDITOR].add(pair)
+    return perms
+
+
+def sync_roles(apps: Any) -> None:
+    """Create the role groups and grant each its permissions (idempotent, additive)."""
+    group_model = apps.get_model("auth", "Group")
+    permission_model = apps.get_model("auth", "Permission")
+    for role, pairs in role_permission_codenames(apps).items():
+        group, _ = group_model.objects.get_or_create(name=role)
+        wanted = [
+            p.pk
+            for p in permission_model.objects.filter(
+                content_type__app_label__in=PORTAL_APPS + ADMIN_EXTRA_APPS
+            ).select_related("content_type")
+            if (p.content_type.app_label, p.codename) in pairs
+        ]
+        group.permissions.add(*wanted)
+
+
+def sync_roles_after_migrate(sender: Any, **kwargs: Any) -> None:
+    from django.apps import apps as global_apps
+
+    sync_roles(kwargs.get("apps") or global_apps)

@@ -1,0 +1,265 @@
+"""HTTP/1.1 request handler speaking the subset of the Kubernetes API that the portal uses."""
+
+from __future__ import annotations
+
+import json
+import logging
+import select
+import socket
+import time
+from http.server import BaseHTTPRequestHandler
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from . import wire
+from .state import ApiError, RecordedRequest, bookmark_line, error_line
+
+if TYPE_CHECKING:
+    from .server import FakeKubeServer
+
+log = logging.getLogger(__name__)
+
+RECORDED_HEADERS = ("authorization", "accept", "content-type", "user-agent")
+# How often an idle watch wakes up to notice a stop or a client that went away.
+WATCH_POLL_SECONDS = 0.2
+
+
+class KubeHandler(BaseHTTPRequestHandler):
+    """One connection; keep-alive, so it may serve many requests in turn."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "fake-kube-apiserver"
+    sys_version = ""
+    # An idle keep-alive connection is closed after this; urllib3 reconnects transparently.
+    timeout = 60
+    fake: ClassVar[FakeKubeServer]  # set on a per-server subclass
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _send(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _send_status(self, status: dict[str, Any]) -> None:
+        headers = {"Retry-After": "1"} if status["code"] in (429, 503) else None
+        self._send(status["code"], wire.dumps(status), headers)
+
+    def _dispatch(self, method: str) -> None:
+        # The body is read before anything else: an unread body would corrupt the next
+        # request on this keep-alive connection.
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        url = urlsplit(self.path)
+        path = unquote(url.path).rstrip("/") or "/"
+        query = parse_qs(url.query, keep_blank_values=True)
+        fake, faults = self.fake, self.fake.faults
+        with fake.state.cond:
+            fake.state.requests.append(
+                RecordedRequest(
+                    method,
+                    path,
+                    query,
+                    {h: self.headers[h] for h in RECORDED_HEADERS if self.headers.get(h)},
+                )
+            )
+        pause = faults.take_delay(self.path)
+        if pause > 0:
+            faults.stopping.wait(pause)
+        try:
+            if faults.unauthorized or self.headers.get("Authorization") != f"Bearer {fake.token}":
+                raise ApiError(401, "Unauthorized")
+            is_discovery = path in ("/version", "/api", "/api/v1", "/apis")
+            if faults.forbidden and not is_discovery:
+                raise ApiError(
+                    403,
+                    f'{path} is forbidden: User "system:serviceaccount:portal:sync" cannot '
+                    f"{method.lower()} this resource",
+                )
+            injected = faults.take_failure(self.path)
+            if injected is not None:
+                raise ApiError(injected, f"Internal error occurred: injected fault ({injected})")
+            self._route(method, path, query, body)
+        except ApiError as exc:
+            self._send_status(exc.body)
+
+    def _route(self, method: str, path: str, query: dict[str, list[str]], body: bytes) -> None:
+        parts = path.strip("/").split("/")
+        if method == "GET" and path == "/version":
+            return self._send(200, wire.dumps(wire.VERSION_INFO))
+        if method == "GET" and path == "/api":
+            return self._send(200, wire.dumps(wire.api_versions(self.fake.host_port)))
+        if method == "GET" and path == "/api/v1":
+            return self._send(200, wire.dumps(wire.API_V1_RESOURCES))
+        if method == "GET" and path == "/apis":
+            return self._send(200, b'{"kind":"APIGroupList","apiVersion":"v1","groups":[]}')
+        if parts[:3] == ["api", "v1", "nodes"] and len(parts) <= 4:
+            if len(parts) == 3 and method == "GET":
+                return self._nodes_collection(query)
+            if len(parts) == 4 and method == "GET":
+                return self._send(200, self.fake.state.get(parts[3]).full_bytes())
+            if len(parts) == 4 and method == "PATCH":
+                content_type = self.headers.get("Content-Type", "")
+                node = self.fake.state.patch_node(parts[3], content_type, body)
+                return self._send(200, node.full_bytes())
+            raise ApiError(405, f"the server does not allow this method on {path}")
+        # POST /api/v1/namespaces/{ns}/pods/{name}/binding (create_namespaced_pod_binding)
+        # POST /api/v1/namespaces/{ns}/bindings (create_namespaced_binding; pod from the body)
+        if method == "POST" and parts[:3] == ["api", "v1", "namespaces"]:
+            if len(parts) == 7 and parts[4] == "pods" and parts[6] == "binding":
+                return self._bind(parts[3], parts[5], body)
+            if len(parts) == 5 and parts[4] == "bindings":
+                return self._bind(parts[3], None, body)
+        raise ApiError(404, "the server could not find the requested resource")
+
+    # -- resources -----------------------------------------------------------------------------
+
+    def _bind(self, namespace: str, pod: str | None, raw: bytes) -> None:
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise ApiError(400, f"error decoding binding: {exc}") from exc
+        if not isinstance(body, dict):
+            raise ApiError(400, "binding must be a JSON object")
+        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        pod = pod or meta.get("name")
+        if not pod:
+            raise ApiError(400, "Binding.metadata.name: Required value")
+        self.fake.state.bind(namespace, pod, body)
+        # Exactly what the apiserver answers; the Python client cannot turn it into V1Binding.
+        self._send(201, wire.dumps(wire.success_status(201)))
+
+    def _nodes_collection(self, query: dict[str, list[str]]) -> None:
+        def param(name: str) -> str:
+            return query.get(name, [""])[-1]
+
+        if param("watch") in ("true", "1"):
+            return self._watch(param)
+        try:
+            limit = int(param("limit") or 0)
+        except ValueError as exc:
+            raise ApiError(400, f"invalid limit {param('limit')!r}") from exc
+        cont = param("continue") or None
+        page = 1
+        if cont:
+            try:
+                page = wire.decode_continue(cont)[2]
+            except ValueError as exc:
+                raise ApiError(400, str(exc)) from exc
+        failure = self.fake.faults.take_page_failure(page)
+        if failure is not None:
+            raise ApiError(failure, f"Internal error occurred: injected fault on list page {page}")
+        # labelSelector / fieldSelector are accepted and ignored: the portal lists all nodes.
+        self._send(200, self.fake.state.list_page(limit, cont))
+        return None
+
+    # -- watch ---------------------------------------------------------------------------------
+
+    def _watch(self, param: Any) -> None:
+        fake, state = self.fake, self.fake.state
+        raw_rv = param("resourceVersion")
+        try:
+            start_rv = int(raw_rv) if raw_rv not in ("", "0") else None
+            timeout = float(param("timeoutSeconds") or fake.watch_timeout)
+        except ValueError as exc:
+            raise ApiError(400, f"invalid watch parameter: {exc}") from exc
+        bookmarks = param("allowWatchBookmarks") in ("true", "1")
+        drop_after = fake.faults.take_drop()
+        deadline = time.monotonic() + timeout
+
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        with state.cond:
+            fake.active_watches += 1
+        try:
+            try:
+                initial, position = state.watch_start(start_rv)
+            except ApiError as exc:
+                # A too-old RV is a 200 stream with one ERROR event, not an HTTP error.
+                self._chunk(error_line(exc.body))
+            else:
+                if self._stream(initial, position, deadline, bookmarks, drop_after):
+                    return
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            self.close_connection = True  # the client went away mid-stream
+        finally:
+            with state.cond:
+                fake.active_watches -= 1
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _stream(
+        self, initial: list[bytes], position: int, deadline: float, bookmarks: bool, drop: int | None
+    ) -> bool:
+        """Send events until the deadline; True when the connection was dropped on purpose."""
+        fake, state = self.fake, self.fake.state
+        sent = 0
+        pending = list(initial)
+        next_bookmark = time.monotonic() + fake.bookmark_interval
+        while True:
+            if drop is not None and sent + len(pending) >= drop:
+                if pending[: drop - sent]:
+                    self._chunk(b"".join(pending[: drop - sent]))
+                # Abrupt end: no terminating chunk, as when an apiserver or LB dies mid-stream.
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return True
+            if pending:
+                self._chunk(b"".join(pending))
+                sent += len(pending)
+                pending = []
+            now = time.monotonic()
+            if now >= deadline or state.closed or self._client_gone():
+                return False
+            wake = min(deadline, next_bookmark) if bookmarks else deadline
+            try:
+                events, current = state.wait_events(position, min(wake - now, WATCH_POLL_SECONDS))
+            except ApiError as exc:
+                # Compacted past this watcher while it was connected.
+                self._chunk(error_line(exc.body))
+                return False
+            if events:
+                pending = [event.line() for event in events]
+                position = events[-1].rv
+            elif bookmarks and time.monotonic() >= next_bookmark:
+                # Empty answer: every event up to `current` has been sent, so it is safe.
+                position = max(position, current)
+                self._chunk(bookmark_line(position))
+                next_bookmark = time.monotonic() + fake.bookmark_interval
+
+    def _client_gone(self) -> bool:
+        readable, _, _ = select.select([self.connection], [], [], 0)
+        if not readable:
+            return False
+        try:
+            return self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True

@@ -1,0 +1,57 @@
+# Everyday commands. `make run` and `make test` work on a fresh clone: they create .venv with
+# Python 3.11 and install the pinned requirements (again only when a requirements file changes).
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+RUN_STAMP := $(VENV)/.installed-requirements
+DEV_STAMP := $(VENV)/.installed-requirements-dev
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help run test lint bench migrate seed clean
+
+help:
+	@echo "make run      start the portal (web, worker, beat) on embedded defaults"
+	@echo "make test     run the test suite (PYTEST_ARGS='-k name -x' to narrow it)"
+	@echo "make lint     ruff check and ruff format --check"
+	@echo "make bench    run the benchmarks in bench/"
+	@echo "make migrate  apply database migrations"
+	@echo "make seed     create the demo cluster, nodes, label assignments and policies"
+	@echo "make clean    remove var/ (database, secret key, static files); keeps .venv"
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(RUN_STAMP): requirements.txt | $(PY)
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@ $(RUN_STAMP)
+
+run: $(RUN_STAMP)
+	deploy/run-all.sh
+
+test: $(DEV_STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(DEV_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: $(DEV_STAMP)
+	@for f in bench/extender.py bench/sync.py; do \
+		if [ -f $$f ]; then echo "== $$f"; $(PY) $$f || exit 1; fi; \
+	done
+
+migrate: $(RUN_STAMP)
+	. deploy/local-env.sh && $(PY) manage.py migrate
+
+seed: $(RUN_STAMP)
+	. deploy/local-env.sh && $(PY) manage.py seed_demo
+
+clean:
+	rm -rf var

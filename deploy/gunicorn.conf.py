@@ -1,0 +1,19 @@
+"""gunicorn settings for the portal's web process (admin, API, extender webhook, metrics).
+
+Command-line flags win over these, so ``make run`` and the container image share this file.
+"""
+
+import os
+
+bind = f"{os.environ.get('HOST', '127.0.0.1')}:{os.environ.get('PORT', '8000')}"
+workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
+worker_class = "sync"
+# Full-mode extender requests carry every node object (tens of MB for big clusters).
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
+graceful_timeout = 10
+keepalive = 5
+accesslog = "-"
+errorlog = "-"
+loglevel = os.environ.get("LOG_LEVEL", "info").lower()
+# TLS ends at the proxy in front; trust its X-Forwarded-* headers only from where it runs.
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")

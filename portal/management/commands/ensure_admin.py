@@ -1,0 +1,63 @@
+"""``manage.py ensure_admin``: make sure the ``admin`` superuser exists.
+
+A new account gets a random password, printed once; ``PORTAL_ADMIN_PASSWORD`` sets a chosen one
+(and resets an existing account's password). An existing account is otherwise left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import transaction
+
+from portal.roles import ROLE_ADMIN
+
+PASSWORD_ENV = "PORTAL_ADMIN_PASSWORD"
+
+
+class Command(BaseCommand):
+    help = (
+        "Create the admin superuser if missing and print its password once "
+        f"(random, or {PASSWORD_ENV} when set)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--username", default="admin")
+
+    @transaction.atomic
+    def handle(self, *args: Any, **options: Any) -> None:
+        username = options["username"]
+        chosen = os.environ.get(PASSWORD_ENV, "")
+        user_model = get_user_model()
+        user = user_model.objects.filter(**{user_model.USERNAME_FIELD: username}).first()
+        if user is None:
+            password = chosen or secrets.token_urlsafe(12)
+            user = user_model.objects.create_superuser(
+                **{user_model.USERNAME_FIELD: username}, email="", password=password
+            )
+            self._join_admin_role(user)
+            shown = (
+                f"the password from {PASSWORD_ENV}"
+                if chosen
+                else f"password {password} (shown only this once)"
+            )
+            self.stdout.write(f"Created superuser {username!r} with {shown}.")
+            return
+        if chosen:
+            user.set_password(chosen)
+            user.save(update_fields=["password"])
+            self.stdout.write(f"Superuser {username!r} exists; password set from {PASSWORD_ENV}.")
+            return
+        self.stdout.write(
+            f"Superuser {username!r} exists; password unchanged (set {PASSWORD_ENV} to reset it)."
+        )
+
+    def _join_admin_role(self, user: Any) -> None:
+        group = Group.objects.filter(name=ROLE_ADMIN).first()
+        if group is not None:
+            user.groups.add(group)

@@ -1,0 +1,123 @@
+"""Kubernetes API clients per cluster, with timeouts, and errors sorted by what to do about them.
+
+Credentials stay where the kubeconfig or the service account keeps them: the database only
+holds the kubeconfig path and context, and error messages are built here from the API's
+status codes and messages, never from request headers, so tokens cannot leak into logs or
+the cluster's ``sync_error``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from inventory.models import Cluster
+
+# (connect, read) seconds for every ordinary API call.
+REQUEST_TIMEOUT = (5, 30)
+# Server-side watch duration; the client's read timeout must outlast it (bookmarks are not
+# guaranteed to arrive in between).
+WATCH_TIMEOUT_SECONDS = 60
+WATCH_REQUEST_TIMEOUT = (5, WATCH_TIMEOUT_SECONDS + 15)
+# One quick reconnect for a refused connection; never a silent re-read of a slow response,
+# which would multiply the read timeout.
+CLIENT_RETRIES = urllib3.Retry(total=1, connect=1, read=0, status=0, other=0, redirect=0)
+
+
+class KubeError(Exception):
+    """A failed API call or unusable configuration; the message is safe to store and show."""
+
+
+class AuthError(KubeError):
+    """Credentials (401) or permissions (403) rejected: retrying won't help."""
+
+
+class TransientError(KubeError):
+    """5xx, timeouts, dropped connections, expired list continuations: worth retrying."""
+
+
+class GoneError(TransientError):
+    """410 Gone: the resourceVersion is too old; relist."""
+
+
+def api_client_for(cluster: Cluster) -> client.ApiClient:
+    """A new ApiClient for the cluster (never the process-wide default configuration)."""
+    configuration = client.Configuration()
+    try:
+        if cluster.in_cluster:
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            config.load_kube_config(
+                config_file=cluster.kubeconfig_path or None,
+                context=cluster.kubeconfig_context or None,
+                client_configuration=configuration,
+                # Never write refreshed credentials back into the operator's kubeconfig.
+                persist_config=False,
+            )
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        raise KubeError(
+            f"cannot load the Kubernetes client configuration: {_first_line(exc)}"
+        ) from None
+    configuration.retries = CLIENT_RETRIES
+    return client.ApiClient(configuration)
+
+
+def core_v1_for(cluster: Cluster) -> client.CoreV1Api:
+    """A CoreV1Api on a fresh per-cluster ApiClient."""
+    return client.CoreV1Api(api_client_for(cluster))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:500]
+
+
+def _status_message(exc: ApiException) -> str:
+    body: Any = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str) and body:
+        try:
+            status = json.loads(body)
+        except ValueError:
+            return body.splitlines()[0][:300]
+        if isinstance(status, dict) and isinstance(status.get("message"), str):
+            return status["message"][:500]
+    return str(exc.reason or "")[:300]
+
+
+def classify(exc: BaseException) -> KubeError:
+    """The KubeError subclass (with a safe message) for an exception raised by a client call."""
+    if isinstance(exc, KubeError):
+        return exc
+    if isinstance(exc, ApiException):
+        code = exc.status or 0
+        message = _status_message(exc)
+        if code == 401:
+            return AuthError("credentials rejected by the API server (401 Unauthorized)")
+        if code == 403:
+            return AuthError(f"access denied by the API server (403 Forbidden): {message}")
+        if code == 410:
+            return GoneError(f"resourceVersion expired (410 Gone): {message}")
+        if code == 429 or code >= 500:
+            return TransientError(f"API server error ({code}): {message}")
+        if code == 0:
+            # The watch helper raises ApiException without a status for odd ERROR events.
+            return TransientError(f"API stream error: {exc.reason}")
+        return KubeError(f"API request failed ({code}): {message}")
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and isinstance(
+        exc.reason, urllib3.exceptions.SSLError
+    ):
+        return KubeError(f"TLS error talking to the API server: {_first_line(exc.reason)}")
+    if isinstance(exc, urllib3.exceptions.TimeoutError | TimeoutError):
+        return TransientError(f"API server timed out: {_first_line(exc)}")
+    if isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | OSError):
+        return TransientError(f"cannot reach the API server: {_first_line(exc)}")
+    if isinstance(exc, ValueError):
+        return TransientError(f"malformed answer from the API server: {_first_line(exc)}")
+    return KubeError(f"{type(exc).__name__}: {_first_line(exc)}")

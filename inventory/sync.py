@@ -1,0 +1,248 @@
+"""Full inventory sync of one Kubernetes cluster: list every node, then replace the inventory.
+
+The list is paginated and read raw (``_preload_content=False`` + orjson; building the client's
+models for 5,000 nodes costs four times as much). Nothing is written until every page has
+arrived, so a failed or partial list never removes a node. The cluster row doubles as the
+per-cluster lock: ``sync_claim`` moves ``sync_state`` to ``running`` with one conditional
+UPDATE, which works across processes on every database.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+from celery.exceptions import SoftTimeLimitExceeded
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from kubernetes import client
+
+from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
+from inventory.models import Cluster, ClusterSource, SyncState
+from inventory.services import nodes_apply
+from portal.audit import audit_record
+from portal.models import AuditAction
+
+logger = logging.getLogger(__name__)
+
+PAGE_SIZE = 500
+# A run that has been "running" this long died without recording its end (worker killed).
+# Longer than the sync task's hard time limit, so a live run is never taken over.
+STALE_RUN_SECONDS = 600
+
+
+class ClusterGone(Exception):
+    """The cluster was deleted (or is not synced from Kubernetes) before the sync started."""
+
+
+class SyncInProgress(Exception):
+    """Another sync of the same cluster holds the lock."""
+
+
+@dataclass
+class SyncResult:
+    cluster: str
+    seen: int = 0
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    skipped: list[str] = field(default_factory=list)
+    resource_version: str = ""
+    pages: int = 0
+    seconds: float = 0.0
+
+    @property
+    def wrote(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def slim_node(obj: Any) -> Any:
+    """Drop the bulky parts of a node object that the inventory never stores."""
+    if isinstance(obj, dict):
+        metadata = obj.get("metadata")
+        if isinstance(metadata, dict):
+            metadata.pop("managedFields", None)
+        status = obj.get("status")
+        if isinstance(status, dict):
+            status.pop("images", None)
+    return obj
+
+
+def list_nodes(api: client.CoreV1Api, *, page_size: int = PAGE_SIZE) -> tuple[list[Any], str, int]:
+    """Every node as (objects, the list's resourceVersion, pages); raises on any failure."""
+    objects: list[Any] = []
+    continue_token: str | None = None
+    resource_version = ""
+    pages = 0
+    while True:
+        kwargs: dict[str, Any] = {"limit": page_size}
+        if continue_token:
+            kwargs["_continue"] = continue_token
+        response = api.list_node(_preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+        try:
+            page = orjson.loads(response.data)
+        finally:
+            response.release_conn()
+        pages += 1
+        if not isinstance(page, dict):
+            raise ValueError("node list is not a JSON object")
+        items = page.get("items") or []
+        if not isinstance(items, list):
+            raise ValueError("node list items is not a list")
+        objects.extend(slim_node(item) for item in items)
+        metadata = page.get("metadata") or {}
+        # Every page of one list carries the resourceVersion of the list's snapshot.
+        resource_version = str(metadata.get("resourceVersion") or resource_version)
+        continue_token = metadata.get("continue") or None
+        if not continue_token:
+            return objects, resource_version, pages
+
+
+def sync_claim(*, cluster_id: int) -> bool:
+    """Take the cluster's sync lock (state -> running); False when another run holds it."""
+    now = timezone.now()
+    free = ~Q(sync_state=SyncState.RUNNING) | Q(sync_started_at__isnull=True)
+    stale = Q(sync_started_at__lt=now - timedelta(seconds=STALE_RUN_SECONDS))
+    claimed = (
+        Cluster.objects.filter(pk=cluster_id)
+        .filter(free | stale)
+        .update(sync_state=SyncState.RUNNING, sync_started_at=now)
+    )
+    return bool(claimed)
+
+
+def _record_error(cluster_id: int, error: KubeError) -> None:
+    Cluster.objects.filter(pk=cluster_id).update(
+        sync_state=SyncState.ERROR,
+        sync_finished_at=timezone.now(),
+        sync_error=str(error)[:2000],
+    )
+
+
+def _error_for(exc: BaseException) -> KubeError:
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return KubeError("the sync exceeded its time limit")
+    return classify(exc)
+
+
+def sync_cluster(
+    *, cluster_id: int, api: client.CoreV1Api | None = None, page_size: int = PAGE_SIZE
+) -> SyncResult:
+    """List every node of a Kubernetes cluster and make the inventory equal to the list.
+
+    Raises ClusterGone, SyncInProgress, or a KubeError (AuthError, TransientError, ...) after
+    recording the error on the cluster. Unchanged nodes are not written, so a second run with
+    no change in the cluster writes no node row and does not bump the snapshot revision.
+    """
+    cluster = Cluster.objects.filter(pk=cluster_id, source=ClusterSource.KUBERNETES).first()
+    if cluster is None:
+        raise ClusterGone(cluster_id)
+    if not sync_claim(cluster_id=cluster_id):
+        raise SyncInProgress(cluster.name)
+    started = time.monotonic()
+    own_api = api is None
+    try:
+        if api is None:
+            api = core_v1_for(cluster)
+        objects, resource_version, pages = list_nodes(api, page_size=page_size)
+        with transaction.atomic():
+            applied = nodes_apply(
+                cluster=cluster, objects=objects, replace=True, resource_version=resource_version
+            )
+            finished = timezone.now()
+            Cluster.objects.filter(pk=cluster_id).update(
+                sync_state=SyncState.OK,
+                sync_finished_at=finished,
+                last_success_at=finished,
+                sync_error="",
+                nodes_seen=applied.seen,
+                nodes_added=applied.added,
+                nodes_changed=applied.changed,
+                nodes_removed=applied.removed,
+            )
+            if applied.wrote:
+                audit_record(
+                    actor=None,
+                    action=AuditAction.SYNC,
+                    object_type="cluster",
+                    object_name=cluster.name,
+                    after={
+                        "seen": applied.seen,
+                        "added": applied.added,
+                        "changed": applied.changed,
+                        "removed": applied.removed,
+                        "resource_version": resource_version,
+                    },
+                    note="; ".join(applied.skipped[:10]),
+                )
+    except Exception as exc:
+        error = _error_for(exc)
+        logger.warning("sync of cluster %s failed: %s", cluster.name, error)
+        _record_error(cluster_id, error)
+        if error is exc:
+            raise
+        raise error from exc
+    finally:
+        if own_api and api is not None:
+            api.api_client.close()
+    result = SyncResult(
+        cluster=cluster.name,
+        seen=applied.seen,
+        added=applied.added,
+        changed=applied.changed,
+        removed=applied.removed,
+        skipped=applied.skipped,
+        resource_version=resource_version,
+        pages=pages,
+        seconds=round(time.monotonic() - started, 3),
+    )
+    logger.info(
+        "synced cluster %s: %d nodes (+%d ~%d -%d) in %.2fs",
+        result.cluster,
+        result.seen,
+        result.added,
+        result.changed,
+        result.removed,
+        result.seconds,
+    )
+    return result
+
+
+# --- inventory age ------------------------------------------------------------------------
+
+
+def inventory_age_seconds(cluster: Cluster, *, now: datetime | None = None) -> float | None:
+    """Seconds since the cluster's inventory was last known complete; None if never."""
+    if cluster.last_success_at is None:
+        return None
+    now = now or timezone.now()
+    return max(0.0, (now - cluster.last_success_at).total_seconds())
+
+
+def format_age(seconds: float) -> str:
+    """12 s, 5 min, 3 h, 2 d."""
+    if seconds < 120:
+        return f"{int(seconds)} s"
+    if seconds < 7200:
+        return f"{int(seconds // 60)} min"
+    if seconds < 172800:
+        return f"{int(seconds // 3600)} h"
+    return f"{int(seconds // 86400)} d"
+
+
+def describe_inventory_age(cluster: Cluster, *, now: datetime | None = None) -> str:
+    """ "inventory age: 12 s (last successful sync 2026-12-02 16:00:00 UTC)", or why unknown."""
+    age = inventory_age_seconds(cluster, now=now)
+    if age is None:
+        return "no successful sync yet"
+    stamp = cluster.last_success_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    source = "import" if cluster.source == ClusterSource.STATIC else "sync"
+    return f"inventory age: {format_age(age)} (last successful {source} {stamp})"

@@ -1,0 +1,52 @@
+"""Fixtures: a fake Kubernetes API server and a cluster whose kubeconfig points at it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from inventory.models import Cluster, ClusterSource
+from tests.factories import make_cluster
+from tests.support.fake_kube import FakeKubeServer
+from tests.support.nodes import realistic_node
+
+
+@pytest.fixture
+def kube() -> Iterator[FakeKubeServer]:
+    with FakeKubeServer(bookmark_interval=0.2) as server:
+        yield server
+
+
+@pytest.fixture
+def kubeconfig(kube: FakeKubeServer, tmp_path: Path) -> str:
+    return kube.write_kubeconfig(tmp_path / "kubeconfig", context="fake")
+
+
+@pytest.fixture
+def make_kube_cluster(kubeconfig: str) -> Callable[..., Cluster]:
+    def make(name: str = "prod", **fields: Any) -> Cluster:
+        data = {
+            "source": ClusterSource.KUBERNETES,
+            "kubeconfig_path": kubeconfig,
+            "kubeconfig_context": "fake",
+            **fields,
+        }
+        return make_cluster(name, **data)
+
+    return make
+
+
+@pytest.fixture
+def cluster(make_kube_cluster: Callable[..., Cluster]) -> Cluster:
+    return make_kube_cluster()
+
+
+def add_nodes(kube: FakeKubeServer, count: int, **options: Any) -> list[str]:
+    """Add ``count`` slim realistic nodes; returns their names."""
+    names = []
+    for i in range(count):
+        names.append(kube.add_node(realistic_node(i, slim=True, **options))["metadata"]["name"])
+    return names

@@ -1,0 +1,144 @@
+"""The sync service against the fake API server, through the official client."""
+
+from __future__ import annotations
+
+import pytest
+
+from inventory.kube import AuthError, TransientError
+from inventory.models import Cluster, Node, SyncState
+from inventory.sync import SyncInProgress, sync_claim, sync_cluster
+from portal.revisions import current_snapshot_revision
+from tests.support.fake_kube import FakeKubeServer
+from tests.support.nodes import realistic_node
+
+from .conftest import add_nodes
+
+pytestmark = pytest.mark.django_db
+
+
+def node_rows(cluster: Cluster) -> dict[str, tuple]:
+    return {
+        n.name: (n.resource_version, n.labels, n.first_seen, n.last_seen)
+        for n in Node.objects.filter(cluster=cluster)
+    }
+
+
+def test_first_sync_stores_every_node_field(kube: FakeKubeServer, cluster: Cluster) -> None:
+    kube.add_node(realistic_node(0, pool="gpu"))
+    kube.add_node(realistic_node(1))
+    result = sync_cluster(cluster_id=cluster.pk)
+    assert (result.seen, result.added, result.changed, result.removed) == (2, 2, 0, 0)
+    gpu = Node.objects.get(cluster=cluster, name=realistic_node(0, pool="gpu")["metadata"]["name"])
+    assert gpu.labels["nvidia.com/gpu.product"] in {"NVIDIA-A10G", "V100"}
+    assert gpu.allocatable_parsed["nvidia.com/gpu"] == 1
+    assert gpu.ready is True
+    assert gpu.taints
+    assert gpu.taints[0]["key"] == "nvidia.com/gpu"
+    assert gpu.node_info["architecture"] == "amd64"
+    assert gpu.uid
+    assert gpu.creation_timestamp is not None
+    cluster.refresh_from_db()
+    assert cluster.sync_state == SyncState.OK
+    assert cluster.nodes_seen == 2
+    assert cluster.nodes_added == 2
+    assert cluster.resource_version == str(kube.resource_version)
+    assert cluster.last_success_at is not None
+    assert cluster.sync_error == ""
+
+
+def test_resync_without_change_writes_nothing(kube: FakeKubeServer, cluster: Cluster) -> None:
+    add_nodes(kube, 5)
+    sync_cluster(cluster_id=cluster.pk)
+    before_rows = node_rows(cluster)
+    before_revision = current_snapshot_revision()
+    result = sync_cluster(cluster_id=cluster.pk)
+    assert (result.added, result.changed, result.removed) == (0, 0, 0)
+    assert node_rows(cluster) == before_rows
+    assert current_snapshot_revision() == before_revision
+    cluster.refresh_from_db()
+    assert cluster.sync_state == SyncState.OK
+    assert cluster.nodes_seen == 5
+
+
+def test_added_changed_removed_nodes(kube: FakeKubeServer, cluster: Cluster) -> None:
+    names = add_nodes(kube, 4)
+    sync_cluster(cluster_id=cluster.pk)
+    revision = current_snapshot_revision()
+    kube.modify_node(names[0], {"metadata": {"labels": {"team": "ml"}}})
+    kube.delete_node(names[1])
+    new = kube.add_node(realistic_node(10, slim=True))["metadata"]["name"]
+    result = sync_cluster(cluster_id=cluster.pk)
+    assert (result.seen, result.added, result.changed, result.removed) == (4, 1, 1, 1)
+    stored = set(Node.objects.filter(cluster=cluster).values_list("name", flat=True))
+    assert stored == {names[0], names[2], names[3], new}
+    assert Node.objects.get(cluster=cluster, name=names[0]).labels["team"] == "ml"
+    assert current_snapshot_revision() == revision + 1
+
+
+def test_pagination_over_several_pages(kube: FakeKubeServer, cluster: Cluster) -> None:
+    names = add_nodes(kube, 23)
+    kube.clear_requests()
+    result = sync_cluster(cluster_id=cluster.pk, page_size=5)
+    assert result.pages == 5
+    assert result.seen == 23
+    lists = [r for r in kube.requests if r.path == "/api/v1/nodes"]
+    assert [r.query["limit"] for r in lists] == [["5"]] * 5
+    assert all("continue" in r.query for r in lists[1:])
+    assert set(Node.objects.filter(cluster=cluster).values_list("name", flat=True)) == set(names)
+
+
+def test_failure_on_page_three_deletes_nothing(kube: FakeKubeServer, cluster: Cluster) -> None:
+    names = add_nodes(kube, 12)
+    sync_cluster(cluster_id=cluster.pk, page_size=4)
+    for name in names[:6]:
+        kube.delete_node(name)
+    kube.fail_list_page(3)
+    rows = node_rows(cluster)
+    with pytest.raises(TransientError, match="500"):
+        sync_cluster(cluster_id=cluster.pk, page_size=2)
+    assert node_rows(cluster) == rows
+    cluster.refresh_from_db()
+    assert cluster.sync_state == SyncState.ERROR
+    assert "API server error (500)" in cluster.sync_error
+    # The next complete list removes them.
+    assert sync_cluster(cluster_id=cluster.pk, page_size=2).removed == 6
+
+
+def test_unauthorized_is_an_auth_error(kube: FakeKubeServer, cluster: Cluster) -> None:
+    kube.unauthorized = True
+    with pytest.raises(AuthError):
+        sync_cluster(cluster_id=cluster.pk)
+    cluster.refresh_from_db()
+    assert cluster.sync_state == SyncState.ERROR
+    assert cluster.sync_error == "credentials rejected by the API server (401 Unauthorized)"
+    assert kube.token not in cluster.sync_error
+
+
+def test_forbidden_names_the_denied_permission(kube: FakeKubeServer, cluster: Cluster) -> None:
+    kube.forbidden = True
+    with pytest.raises(AuthError):
+        sync_cluster(cluster_id=cluster.pk)
+    cluster.refresh_from_db()
+    assert cluster.sync_error.startswith("access denied by the API server (403 Forbidden)")
+    assert "cannot get" in cluster.sync_error
+
+
+def test_unreachable_server_is_transient(cluster: Cluster, kube: FakeKubeServer) -> None:
+    kube.stop()
+    with pytest.raises(TransientError, match="cannot reach the API server"):
+        sync_cluster(cluster_id=cluster.pk)
+
+
+def test_missing_kubeconfig_is_a_configuration_error(make_kube_cluster) -> None:
+    cluster = make_kube_cluster("other", kubeconfig_path="/nonexistent/kubeconfig")
+    with pytest.raises(Exception, match="cannot load the Kubernetes client configuration"):
+        sync_cluster(cluster_id=cluster.pk)
+    cluster.refresh_from_db()
+    assert cluster.sync_state == SyncState.ERROR
+
+
+def test_lock_refuses_a_second_run(kube: FakeKubeServer, cluster: Cluster) -> None:
+    assert sync_claim(cluster_id=cluster.pk) is True
+    assert sync_claim(cluster_id=cluster.pk) is False
+    with pytest.raises(SyncInProgress):
+        sync_cluster(cluster_id=cluster.pk)

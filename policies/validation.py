@@ -213,6 +213,9 @@ def clean_filter_rule(rule: Any, prefix: str) -> dict:
             if isinstance(quantity, str)
             else ["A Kubernetes quantity string is required (e.g. 8Gi, 500m, 2)."]
         )
+        if not problems and not any(c.isdigit() for c in quantity):
+            # Go reads "Gi" or "." as 0; from an operator that is a typo, not a threshold.
+            problems = [f"{quantity!r} has no digits; write a number, e.g. 8Gi, 500m, 2."]
         for msg in problems:
             errs.add(join(prefix, "quantity"), msg)
         out.update(resource=rule.get("resource"), operator=rule.get("operator"), quantity=quantity)

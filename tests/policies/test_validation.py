@@ -90,6 +90,15 @@ INVALID_POLICIES = [
         "filter_rules[0].quantity",
     ),
     (
+        "resource-quantity-no-digits",
+        {
+            "filter_rules": [
+                {"kind": "resource", "resource": "memory", "operator": "Gte", "quantity": "Gi"}
+            ]
+        },
+        "filter_rules[0].quantity",
+    ),
+    (
         "resource-quantity-missing",
         {"filter_rules": [{"kind": "resource", "resource": "memory", "operator": "Gte"}]},
         "filter_rules[0].quantity",

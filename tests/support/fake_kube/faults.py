@@ -52,7 +52,9 @@ class Faults:
         with self._lock:
             self._page_failure = (page_index, status)
 
-    def delay(self, seconds: float, path_contains: str | None = None, times: int | None = None) -> None:
+    def delay(
+        self, seconds: float, path_contains: str | None = None, times: int | None = None
+    ) -> None:
         with self._lock:
             self._delays.append(_Delay(seconds, path_contains, times))
 

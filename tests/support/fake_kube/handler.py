@@ -7,6 +7,7 @@ import logging
 import select
 import socket
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -22,6 +23,11 @@ log = logging.getLogger(__name__)
 RECORDED_HEADERS = ("authorization", "accept", "content-type", "user-agent")
 # How often an idle watch wakes up to notice a stop or a client that went away.
 WATCH_POLL_SECONDS = 0.2
+
+
+def _flag(value: str) -> bool:
+    """Boolean query parameter as Go's strconv.ParseBool reads it (the client sends "True")."""
+    return value.lower() in ("1", "t", "true")
 
 
 class KubeHandler(BaseHTTPRequestHandler):
@@ -69,6 +75,7 @@ class KubeHandler(BaseHTTPRequestHandler):
         self._send(status["code"], wire.dumps(status), headers)
 
     def _dispatch(self, method: str) -> None:
+        self._streaming = False  # True once a watch has sent its headers
         # The body is read before anything else: an unread body would corrupt the next
         # request on this keep-alive connection.
         length = int(self.headers.get("Content-Length") or 0)
@@ -94,17 +101,23 @@ class KubeHandler(BaseHTTPRequestHandler):
                 raise ApiError(401, "Unauthorized")
             is_discovery = path in ("/version", "/api", "/api/v1", "/apis")
             if faults.forbidden and not is_discovery:
-                raise ApiError(
-                    403,
-                    f'{path} is forbidden: User "system:serviceaccount:portal:sync" cannot '
-                    f"{method.lower()} this resource",
-                )
+                watching = _flag(query.get("watch", [""])[-1])
+                raise ApiError(403, wire.forbidden_message(method, path, watching))
             injected = faults.take_failure(self.path)
             if injected is not None:
                 raise ApiError(injected, f"Internal error occurred: injected fault ({injected})")
             self._route(method, path, query, body)
         except ApiError as exc:
             self._send_status(exc.body)
+        except OSError:
+            raise  # the connection broke; the server's handle_error logs it at debug level
+        except Exception as exc:
+            # A bug in the fake must show up as a 500 in the test, not as a dropped connection
+            # that urllib3 would silently retry.
+            log.debug("fake apiserver failed on %s %s", method, self.path, exc_info=True)
+            if self._streaming:
+                raise
+            self._send_status(wire.status_body(500, f"Internal error occurred: {exc!r}"))
 
     def _route(self, method: str, path: str, query: dict[str, list[str]], body: bytes) -> None:
         parts = path.strip("/").split("/")
@@ -144,8 +157,8 @@ class KubeHandler(BaseHTTPRequestHandler):
             raise ApiError(400, f"error decoding binding: {exc}") from exc
         if not isinstance(body, dict):
             raise ApiError(400, "binding must be a JSON object")
-        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
-        pod = pod or meta.get("name")
+        meta = body.get("metadata")
+        pod = pod or (meta.get("name") if isinstance(meta, dict) else None)
         if not pod:
             raise ApiError(400, "Binding.metadata.name: Required value")
         self.fake.state.bind(namespace, pod, body)
@@ -156,7 +169,7 @@ class KubeHandler(BaseHTTPRequestHandler):
         def param(name: str) -> str:
             return query.get(name, [""])[-1]
 
-        if param("watch") in ("true", "1"):
+        if _flag(param("watch")):
             return self._watch(param)
         try:
             limit = int(param("limit") or 0)
@@ -178,15 +191,16 @@ class KubeHandler(BaseHTTPRequestHandler):
 
     # -- watch ---------------------------------------------------------------------------------
 
-    def _watch(self, param: Any) -> None:
+    def _watch(self, param: Callable[[str], str]) -> None:
         fake, state = self.fake, self.fake.state
         raw_rv = param("resourceVersion")
         try:
             start_rv = int(raw_rv) if raw_rv not in ("", "0") else None
-            timeout = float(param("timeoutSeconds") or fake.watch_timeout)
+            # As upstream, an absent or zero timeoutSeconds means the server's own timeout.
+            timeout = float(param("timeoutSeconds") or 0) or fake.watch_timeout
         except ValueError as exc:
             raise ApiError(400, f"invalid watch parameter: {exc}") from exc
-        bookmarks = param("allowWatchBookmarks") in ("true", "1")
+        bookmarks = _flag(param("allowWatchBookmarks"))
         drop_after = fake.faults.take_drop()
         deadline = time.monotonic() + timeout
 
@@ -195,6 +209,7 @@ class KubeHandler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        self._streaming = True
         with state.cond:
             fake.active_watches += 1
         try:
@@ -216,8 +231,22 @@ class KubeHandler(BaseHTTPRequestHandler):
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
+    def _chunks(self, lines: list[bytes]) -> None:
+        """One chunk per event, as the apiserver flushes each; one write for the batch.
+
+        Events must not share a chunk: the client's line splitter re-slices its buffer per line,
+        which is quadratic in the chunk size (minutes for 5,000 nodes in one chunk).
+        """
+        if lines:
+            self.wfile.write(b"".join(b"%x\r\n%s\r\n" % (len(line), line) for line in lines))
+
     def _stream(
-        self, initial: list[bytes], position: int, deadline: float, bookmarks: bool, drop: int | None
+        self,
+        initial: list[bytes],
+        position: int,
+        deadline: float,
+        bookmarks: bool,
+        drop: int | None,
     ) -> bool:
         """Send events until the deadline; True when the connection was dropped on purpose."""
         fake, state = self.fake, self.fake.state
@@ -226,14 +255,13 @@ class KubeHandler(BaseHTTPRequestHandler):
         next_bookmark = time.monotonic() + fake.bookmark_interval
         while True:
             if drop is not None and sent + len(pending) >= drop:
-                if pending[: drop - sent]:
-                    self._chunk(b"".join(pending[: drop - sent]))
+                self._chunks(pending[: drop - sent])
                 # Abrupt end: no terminating chunk, as when an apiserver or LB dies mid-stream.
                 self.connection.shutdown(socket.SHUT_RDWR)
                 self.close_connection = True
                 return True
             if pending:
-                self._chunk(b"".join(pending))
+                self._chunks(pending)
                 sent += len(pending)
                 pending = []
             now = time.monotonic()
@@ -260,6 +288,6 @@ class KubeHandler(BaseHTTPRequestHandler):
         if not readable:
             return False
         try:
-            return self.connection.recv(1, socket.MSG_PEEK) == b""
+            return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
         except OSError:
             return True

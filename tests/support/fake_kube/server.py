@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -49,10 +50,8 @@ class _HTTPServer(ThreadingHTTPServer):
         with self._open_lock:
             sockets = list(self._open)
         for sock in sockets:
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # The base class prints a traceback to stderr; a client hanging up is routine here.
@@ -76,15 +75,20 @@ class FakeKubeServer:
         initial_rv: int = 1000,
         history_limit: int | None = None,
         snapshot_limit: int = 32,
+        request_log_limit: int = 10_000,
     ) -> None:
         """``watch_timeout`` applies to watches sent without timeoutSeconds;
         ``history_limit`` bounds the watch history (older events are compacted away);
-        ``snapshot_limit`` bounds the lists whose continue tokens stay valid."""
+        ``snapshot_limit`` bounds the lists whose continue tokens stay valid;
+        ``request_log_limit`` bounds ``requests`` (the newest are kept)."""
         self.token = token
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
         self.state = ClusterState(
-            initial_rv=initial_rv, history_limit=history_limit, snapshot_limit=snapshot_limit
+            initial_rv=initial_rv,
+            history_limit=history_limit,
+            snapshot_limit=snapshot_limit,
+            request_log_limit=request_log_limit,
         )
         self.faults = Faults()
         self.active_watches = 0  # guarded by state.cond
@@ -97,6 +101,8 @@ class FakeKubeServer:
         """Listen on an ephemeral port of 127.0.0.1 and serve from a background thread."""
         if self._httpd is not None:
             raise RuntimeError("already started")
+        self.state.closed = False
+        self.faults.stopping.clear()
         handler = type("BoundKubeHandler", (KubeHandler,), {"fake": self})
         self._httpd = _HTTPServer(handler)
         self._thread = threading.Thread(
@@ -159,8 +165,9 @@ class FakeKubeServer:
             "current-context": context,
             "preferences": {},
         }
+        # PyYAML is optional here: JSON is valid YAML, and the client's loader reads either.
         try:
-            import yaml  # noqa: PLC0415 - optional: JSON is valid YAML when PyYAML is absent
+            import yaml
 
             text = yaml.safe_dump(config, sort_keys=False)
         except ImportError:
@@ -258,7 +265,9 @@ class FakeKubeServer:
         """Fail page ``page_index`` (from 1) of the next node list that reaches it; one-shot."""
         self.faults.fail_list_page(page_index, status)
 
-    def delay(self, seconds: float, path_contains: str | None = None, times: int | None = None) -> None:
+    def delay(
+        self, seconds: float, path_contains: str | None = None, times: int | None = None
+    ) -> None:
         """Delay matching requests by ``seconds`` (``times`` requests, or until clear_faults)."""
         self.faults.delay(seconds, path_contains, times)
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import bisect
-import copy
 import json
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,34 +62,44 @@ class RecordedBinding:
 
 
 class StoredNode:
-    """A node as stored: the dict is never mutated after construction, so encodings are cached.
+    """An immutable stored node, kept as its NodeList item encoding.
 
-    Mutations build a new dict and a new StoredNode; list snapshots and watch history can then
-    share references safely, and a 5,000-node list costs a join of cached bytes, not a dumps.
+    Encoding once on write snapshots the content (later changes to the caller's dict cannot leak
+    in, with no deepcopy), lets list pages and watch events share it, and makes a 5,000-node list
+    a join of cached bytes. The dict form is decoded on demand and must not be mutated.
     """
 
-    __slots__ = ("_full", "_item", "obj")
+    __slots__ = ("_full", "_obj", "item", "name")
 
-    def __init__(self, obj: JSON) -> None:
-        self.obj = obj
-        self._item: bytes | None = None
+    def __init__(self, obj: JSON, rv: int) -> None:
+        metadata = obj.get("metadata")
+        if not isinstance(metadata, dict) or not metadata.get("name"):
+            raise ValueError("node has no metadata.name")
+        # The apiserver leaves kind/apiVersion out of list items; they are added back for
+        # GET/PATCH replies and watch events (full_bytes).
+        body = {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+        body["metadata"] = {**metadata, "resourceVersion": str(rv)}
+        self.name = str(metadata["name"])
+        self.item = wire.dumps(body)
+        self._obj: JSON | None = None
         self._full: bytes | None = None
 
     @property
-    def name(self) -> str:
-        return str(self.obj["metadata"]["name"])
+    def obj(self) -> JSON:
+        """The node as a dict (shared: never mutate it; use copy())."""
+        if self._obj is None:
+            self._obj = self.copy()
+        return self._obj
 
-    def item_bytes(self) -> bytes:
-        """Encoding for NodeList.items: the apiserver omits kind/apiVersion there."""
-        if self._item is None:
-            item = {k: v for k, v in self.obj.items() if k not in ("kind", "apiVersion")}
-            self._item = wire.dumps(item)
-        return self._item
+    def copy(self) -> JSON:
+        """A private deep copy of the node."""
+        copied: JSON = json.loads(self.item)
+        return copied
 
     def full_bytes(self) -> bytes:
         """Encoding for GET/PATCH responses and watch events, with kind/apiVersion first."""
         if self._full is None:
-            self._full = wire.dumps({"kind": "Node", "apiVersion": "v1", **self.obj})
+            self._full = b'{"kind":"Node","apiVersion":"v1",' + self.item[1:]
         return self._full
 
 
@@ -125,11 +134,6 @@ def error_line(status: JSON) -> bytes:
     return b'{"type":"ERROR","object":%s}\n' % wire.dumps(status)
 
 
-def _stamped(obj: JSON, rv: int) -> JSON:
-    obj.setdefault("metadata", {})["resourceVersion"] = str(rv)
-    return obj
-
-
 @dataclass
 class _Snapshot:
     names: list[str]
@@ -145,6 +149,7 @@ class ClusterState:
         initial_rv: int = 1000,
         history_limit: int | None = None,
         snapshot_limit: int = 32,
+        request_log_limit: int = 10_000,
     ) -> None:
         self.cond = threading.Condition(threading.RLock())
         self.rv = initial_rv
@@ -160,14 +165,15 @@ class ClusterState:
         self._snapshots: OrderedDict[int, _Snapshot] = OrderedDict()
         self.bindings: list[RecordedBinding] = []
         self.patches: list[RecordedPatch] = []
-        self.requests: list[RecordedRequest] = []
+        # Bounded so that a long benchmark does not grow memory without end.
+        self.requests: deque[RecordedRequest] = deque(maxlen=request_log_limit)
         self.bound_pods: dict[tuple[str, str], str] = {}
 
     # -- mutations -----------------------------------------------------------------------------
 
     def _emit(self, type_: str, obj: JSON) -> JSON:
+        node = StoredNode(obj, self.rv + 1)
         self.rv += 1
-        node = StoredNode(_stamped(obj, self.rv))
         if type_ == "DELETED":
             self._nodes.pop(node.name, None)
         else:
@@ -177,11 +183,11 @@ class ClusterState:
         if self.history_limit is not None and len(self._history) > self.history_limit:
             self.compact(self._history_rvs[-self.history_limit - 1])
         self.cond.notify_all()
-        return copy.deepcopy(obj)
+        return node.copy()
 
     def add_node(self, obj: JSON) -> JSON:
-        obj = copy.deepcopy(obj)
-        name = obj.get("metadata", {}).get("name")
+        metadata = obj.get("metadata")
+        name = metadata.get("name") if isinstance(metadata, dict) else None
         if not name:
             raise ValueError("node has no metadata.name")
         with self.cond:
@@ -191,13 +197,13 @@ class ClusterState:
 
     def modify_node(self, name: str, change: NodeChange) -> JSON:
         with self.cond:
-            current = self._require(name).obj
+            current = self._require(name)
             if callable(change):
-                draft = copy.deepcopy(current)
+                draft = current.copy()
                 result = change(draft)
-                new = draft if result is None else copy.deepcopy(result)
+                new = draft if result is None else result
             else:
-                new = wire.merge_patch(current, change)
+                new = wire.merge_patch(current.obj, change)
             if new.get("metadata", {}).get("name") != name:
                 raise ValueError("modify_node must not rename a node")
             return self._emit("MODIFIED", new)
@@ -205,16 +211,17 @@ class ClusterState:
     def delete_node(self, name: str) -> JSON:
         with self.cond:
             # Like the apiserver, the DELETED event carries the object at the deletion's RV.
-            return self._emit("DELETED", copy.deepcopy(self._require(name).obj))
+            return self._emit("DELETED", self._require(name).obj)
 
     def set_nodes(self, objs: list[JSON]) -> None:
-        objs = copy.deepcopy(objs)
         with self.cond:
-            self._nodes.clear()
-            for obj in objs:
-                self.rv += 1
-                node = StoredNode(_stamped(obj, self.rv))
-                self._nodes[node.name] = node
+            rv = self.rv
+            nodes = [StoredNode(obj, rv := rv + 1) for obj in objs]
+            by_name = {node.name: node for node in nodes}
+            if len(by_name) != len(nodes):
+                raise ValueError("set_nodes got duplicate node names")
+            self.rv = rv
+            self._nodes = by_name
             # No events were recorded, so a watch from before this point would miss changes:
             # make it 410 instead (as after an etcd compaction) so callers relist.
             self.compact(self.rv)
@@ -240,10 +247,11 @@ class ClusterState:
         if media not in PATCH_TYPES:
             raise ApiError(415, f"the body of the request was in an unknown format - {media}")
         try:
-            patch = json.loads(body)
+            patch: Any = json.loads(body)
         except ValueError as exc:
             raise ApiError(400, f"error decoding patch: {exc}") from exc
-        if not isinstance(patch, list if media == JSON_PATCH else dict):
+        shape_ok = isinstance(patch, list) if media == JSON_PATCH else isinstance(patch, dict)
+        if not shape_ok:
             raise ApiError(400, f"invalid {media} body")
         with self.cond:
             current = self._require(name).obj
@@ -278,7 +286,8 @@ class ClusterState:
         node = target.get("name") if isinstance(target, dict) else None
         if not node or not isinstance(node, str):
             raise ApiError(400, "Binding.target.name: Required value")
-        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        meta = body.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, dict) else None
         with self.cond:
             bound = self.bound_pods.get((namespace, pod))
             if bound is not None:
@@ -288,9 +297,7 @@ class ClusterState:
                     f'already assigned to node "{bound}"',
                 )
             self.bound_pods[(namespace, pod)] = node
-            self.bindings.append(
-                RecordedBinding(namespace, pod, node, meta.get("uid"), copy.deepcopy(body))
-            )
+            self.bindings.append(RecordedBinding(namespace, pod, node, uid, body))
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -307,7 +314,7 @@ class ClusterState:
     def snapshot(self) -> dict[str, JSON]:
         with self.cond:
             nodes = list(self._nodes.values())
-        return {n.name: json.loads(n.item_bytes()) for n in sorted(nodes, key=lambda n: n.name)}
+        return {n.name: json.loads(n.item) for n in sorted(nodes, key=lambda n: n.name)}
 
     def list_page(self, limit: int, cont: str | None) -> bytes:
         """One NodeList page; ``limit`` 0 means everything that is left."""
@@ -336,8 +343,10 @@ class ClusterState:
                     while len(self._snapshots) > self.snapshot_limit:
                         self._snapshots.popitem(last=False)
             items = snap.nodes[first:end]
-        head = b'{"kind":"NodeList","apiVersion":"v1","metadata":%s,"items":[' % wire.dumps(metadata)
-        return head + b",".join(n.item_bytes() for n in items) + b"]}"
+        head = b'{"kind":"NodeList","apiVersion":"v1","metadata":%s,"items":[' % wire.dumps(
+            metadata
+        )
+        return head + b",".join(n.item for n in items) + b"]}"
 
     # -- watch support -------------------------------------------------------------------------
 

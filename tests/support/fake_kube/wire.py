@@ -83,6 +83,31 @@ def dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+FORBIDDEN_USER = "system:serviceaccount:portal:scheduling-policy-portal"
+
+
+def forbidden_message(method: str, path: str, watch: bool) -> str:
+    """The RBAC denial message the apiserver gives for this request (clients show it as is)."""
+    parts = path.strip("/").split("/")
+    user = f'User "{FORBIDDEN_USER}"'
+    verb = {"GET": "get", "PATCH": "patch", "POST": "create", "PUT": "update"}.get(method, "delete")
+    if parts[:3] == ["api", "v1", "nodes"] and len(parts) in (3, 4):
+        if len(parts) == 3:
+            verb = "watch" if watch else "list"
+        subject = "nodes" if len(parts) == 3 else f'nodes "{parts[3]}"'
+        scope = "at the cluster scope"
+        resource = "nodes"
+    elif parts[:3] == ["api", "v1", "namespaces"] and len(parts) >= 5:
+        pod = parts[5] if len(parts) > 5 else ""
+        subject = f'pods "{pod}"' if pod else parts[4]
+        resource = "pods/binding" if pod else parts[4]
+        scope = f'in the namespace "{parts[3]}"'
+    else:
+        return f'forbidden: {user} cannot {verb} path "{path}"'
+    denied = f'cannot {verb} resource "{resource}" in API group ""'
+    return f"{subject} is forbidden: {user} {denied} {scope}"
+
+
 def merge_patch(target: Any, patch: Any) -> Any:
     """Apply an RFC 7386 JSON merge patch and return the result; inputs are not modified.
 

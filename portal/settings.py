@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "portal",
     "inventory",
     "policies",
@@ -173,12 +174,23 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "portal.api.errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scheduling Policy Portal API",
     "DESCRIPTION": "Node labels, filter rules and weights for kube-scheduler's extender.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI and Redoc assets ship in drf-spectacular-sidecar: no CDN, works air-gapped.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "NodeOperatorEnum": "policies.api.serializers.NODE_OPERATORS",
+        "PodOperatorEnum": "policies.api.serializers.POD_OPERATORS",
+        "RuleOperatorEnum": "policies.models.Operator",
+    },
 }
 
 # --- Extender -------------------------------------------------------------------------------
@@ -190,6 +202,10 @@ EXTENDER_POLL_SECONDS = float(os.environ.get("EXTENDER_POLL_SECONDS", "1.0"))
 EXTENDER_STALE_SECONDS = float(os.environ.get("EXTENDER_STALE_SECONDS", "30"))
 DECISION_LOG_RETENTION_DAYS = env_int("DECISION_LOG_RETENTION_DAYS", 7)
 DECISION_LOG_QUEUE_SIZE = env_int("DECISION_LOG_QUEUE_SIZE", 10000)
+# Background threads of each extender process: the snapshot refresher and the decision-log
+# writer. Tests switch them off unless they exercise them.
+EXTENDER_REFRESH_ENABLED = env_bool("EXTENDER_REFRESH_ENABLED", True)
+DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
 
 # --- i18n, static ---------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

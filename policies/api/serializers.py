@@ -1,0 +1,245 @@
+"""Policies and label assignments as the API shows and accepts them (fields as DESIGN.md §3).
+
+Writes are judged by ``policies.validation`` through :class:`ContentSerializer`; the field
+declarations below document the content for the OpenAPI schema and render it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from policies.api.diff import content_diff
+from policies.models import (
+    ConditionStatus,
+    FilterKind,
+    FilterRule,
+    LabelAssignment,
+    Operator,
+    Policy,
+    PolicyMode,
+    PolicyVersion,
+    WeightKind,
+    WeightRule,
+)
+from policies.services import label_assignment_content, policy_content
+from policies.validation import ContentError, clean_label_assignment, clean_policy
+from portal.api.base import ContentSerializer, StrictSerializer, max_length_errors, user_name
+
+POD_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist"]
+NODE_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+
+
+class RequirementSerializer(serializers.Serializer):
+    key = serializers.CharField(help_text="Label key (Kubernetes syntax).")
+    operator = serializers.ChoiceField(choices=NODE_OPERATORS)
+    values = serializers.ListField(
+        child=serializers.CharField(allow_blank=True),
+        required=False,
+        help_text="In/NotIn: at least one; Exists/DoesNotExist: none; Gt/Lt: one integer.",
+    )
+
+
+class PodRequirementSerializer(RequirementSerializer):
+    operator = serializers.ChoiceField(choices=POD_OPERATORS)
+
+
+class PodSelectorSerializer(serializers.Serializer):
+    namespaces = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="Empty: every namespace."
+    )
+    match_labels = serializers.DictField(
+        child=serializers.CharField(allow_blank=True), required=False
+    )
+    match_expressions = PodRequirementSerializer(many=True, required=False)
+
+
+class NodeSelectorSerializer(serializers.Serializer):
+    node_names = serializers.ListField(
+        child=serializers.CharField(), required=False, help_text="Shell globs on node names."
+    )
+    match_expressions = RequirementSerializer(
+        many=True, required=False, help_text="Evaluated on the node's observed labels."
+    )
+
+
+class RuleFieldsSerializer(serializers.Serializer):
+    """Fields shared by the rule kinds; each kind uses (and accepts) only its own."""
+
+    key = serializers.CharField(required=False, help_text="Label key (label, label_value).")
+    operator = serializers.ChoiceField(
+        choices=Operator.values,
+        required=False,
+        help_text="label: In NotIn Exists DoesNotExist Gt Lt; resource: Gte Lte; "
+        "name: Matches NotMatches.",
+    )
+    values = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    resource = serializers.CharField(
+        required=False, help_text="cpu, memory, ephemeral-storage, pods or an extended resource."
+    )
+    message = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    enabled = serializers.BooleanField(required=False, default=True)
+
+
+class FilterRuleSerializer(RuleFieldsSerializer):
+    kind = serializers.ChoiceField(choices=FilterKind.values)
+    quantity = serializers.CharField(required=False, help_text="Kubernetes quantity (resource).")
+    condition = serializers.CharField(required=False, help_text="Node condition type.")
+    status = serializers.ChoiceField(choices=ConditionStatus.values, required=False)
+    pattern = serializers.CharField(required=False, help_text="Shell glob on the node name.")
+
+    class Meta:
+        fields = [
+            "kind",
+            "key",
+            "operator",
+            "values",
+            "resource",
+            "quantity",
+            "condition",
+            "status",
+            "pattern",
+            "message",
+            "enabled",
+        ]
+
+
+class WeightRuleSerializer(RuleFieldsSerializer):
+    kind = serializers.ChoiceField(choices=WeightKind.values)
+    weight = serializers.IntegerField(min_value=-100, max_value=100)
+
+
+def _check_policy_lengths(content: dict) -> dict[str, list[str]]:
+    errors = max_length_errors(content, Policy)
+    for key, model in (("filter_rules", FilterRule), ("weight_rules", WeightRule)):
+        for i, rule in enumerate(content.get(key) or []):
+            errors.update(max_length_errors(rule, model, f"{key}[{i}]"))
+    return errors
+
+
+def clean_policy_for_api(data: Any) -> dict:
+    """``clean_policy`` plus the column lengths the database would otherwise refuse."""
+    content = clean_policy(data)
+    errors = _check_policy_lengths(content)
+    if errors:
+        raise ContentError(errors)
+    return content
+
+
+def clean_assignment_for_api(data: Any) -> dict:
+    content = clean_label_assignment(data)
+    errors = max_length_errors(content, LabelAssignment)
+    if errors:
+        raise ContentError(errors)
+    return content
+
+
+class AuthoredFieldsSerializer(ContentSerializer):
+    version = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="Current version (ETag). On update: the version your edit is based on; a "
+        "stale one is refused with 409 and nothing is written.",
+    )
+    created_at = serializers.DateTimeField(read_only=True)
+    updated_at = serializers.DateTimeField(read_only=True)
+    created_by = serializers.CharField(read_only=True, allow_null=True)
+    updated_by = serializers.CharField(read_only=True, allow_null=True)
+    control_fields = ("version",)
+
+    def meta(self, instance: Any) -> dict:
+        return {
+            "version": instance.version,
+            "created_at": serializers.DateTimeField().to_representation(instance.created_at),
+            "updated_at": serializers.DateTimeField().to_representation(instance.updated_at),
+            "created_by": user_name(instance.created_by),
+            "updated_by": user_name(instance.updated_by),
+        }
+
+
+class PolicySerializer(AuthoredFieldsSerializer):
+    name = serializers.SlugField(max_length=100, help_text="Unique; lowercase DNS-style name.")
+    description = serializers.CharField(required=False, allow_blank=True)
+    cluster = serializers.CharField(
+        required=False, allow_null=True, help_text="Cluster name; null: every cluster."
+    )
+    enabled = serializers.BooleanField(required=False, default=True)
+    mode = serializers.ChoiceField(
+        choices=PolicyMode.values, required=False, default=PolicyMode.ENFORCE
+    )
+    pod_selector = PodSelectorSerializer(required=False, help_text="Empty: every pod.")
+    filter_rules = FilterRuleSerializer(many=True, required=False)
+    weight_rules = WeightRuleSerializer(many=True, required=False)
+
+    clean = staticmethod(clean_policy_for_api)
+    content_of = staticmethod(policy_content)
+
+    def to_representation(self, instance: Policy) -> dict:
+        return {**policy_content(instance), **self.meta(instance)}
+
+
+class LabelAssignmentSerializer(AuthoredFieldsSerializer):
+    name = serializers.SlugField(max_length=100)
+    cluster = serializers.CharField(
+        required=False, allow_null=True, help_text="Cluster name; null: every cluster."
+    )
+    description = serializers.CharField(required=False, allow_blank=True)
+    enabled = serializers.BooleanField(required=False, default=True)
+    priority = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=-1000000,
+        max_value=1000000,
+        help_text="Higher priority is applied last and wins.",
+    )
+    node_selector = NodeSelectorSerializer(
+        required=False, help_text="Both parts optional and ANDed; empty: every node."
+    )
+    labels = serializers.DictField(
+        child=serializers.CharField(allow_blank=True), help_text="{key: value}, at least one."
+    )
+
+    clean = staticmethod(clean_assignment_for_api)
+    content_of = staticmethod(label_assignment_content)
+
+    def to_representation(self, instance: LabelAssignment) -> dict:
+        return {**label_assignment_content(instance), **self.meta(instance)}
+
+
+class ChangeSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="e.g. `filter_rules[0].values`; `` for the whole.")
+    old = serializers.JSONField(allow_null=True, help_text="Absent before: null.")
+    new = serializers.JSONField(allow_null=True, help_text="Absent after: null.")
+
+
+class PolicyVersionSerializer(serializers.ModelSerializer):
+    author = serializers.SerializerMethodField()
+    diff = serializers.SerializerMethodField(
+        help_text="Changes from the previous version: one entry per changed path, with the "
+        "old and new value; null for the first version."
+    )
+
+    class Meta:
+        model = PolicyVersion
+        fields = ["version", "author", "created_at", "note", "content", "diff"]
+
+    def get_author(self, obj: PolicyVersion) -> str:
+        return obj.author_name
+
+    @extend_schema_field(ChangeSerializer(many=True, allow_null=True))
+    def get_diff(self, obj: PolicyVersion) -> list[dict] | None:
+        previous = self.context.get("previous_content", {}).get(obj.version)
+        if previous is None:
+            return None
+        return content_diff(previous, obj.content)
+
+
+class RollbackSerializer(StrictSerializer):
+    version = serializers.IntegerField(min_value=1, help_text="The version to restore.")
+    expected_version = serializers.IntegerField(
+        min_value=1,
+        required=False,
+        help_text="The current version you saw; stale: 409. `If-Match` works too.",
+    )

@@ -1,0 +1,181 @@
+"""Policies (rules nested, written atomically), their versions and rollback; label assignments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from policies.api.filtersets import LabelAssignmentFilterSet, PolicyFilterSet
+from policies.api.serializers import (
+    LabelAssignmentSerializer,
+    PolicySerializer,
+    PolicyVersionSerializer,
+    RollbackSerializer,
+)
+from policies.models import LabelAssignment, Policy, PolicyVersion
+from policies.services import (
+    label_assignment_create,
+    label_assignment_delete,
+    label_assignment_update,
+    policy_create,
+    policy_delete,
+    policy_rollback,
+    policy_update,
+)
+from portal.api.base import ContentViewSet
+
+ETAG_HEADER = OpenApiParameter(
+    "ETag",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    response=[200, 201],
+    description='The object\'s version, quoted: `"3"`.',
+)
+IF_MATCH_HEADER = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description='The ETag your change is based on (`"3"`); stale: 412, nothing written.',
+)
+VERSIONED_WRITE = extend_schema(parameters=[IF_MATCH_HEADER, ETAG_HEADER])
+VERSIONED_READ = extend_schema(parameters=[ETAG_HEADER])
+
+
+@extend_schema_view(
+    retrieve=VERSIONED_READ,
+    create=extend_schema(parameters=[ETAG_HEADER]),
+    update=VERSIONED_WRITE,
+    partial_update=extend_schema(
+        parameters=[IF_MATCH_HEADER, ETAG_HEADER],
+        description="Top-level fields given replace the stored ones (rule lists as a whole).",
+    ),
+    destroy=extend_schema(parameters=[IF_MATCH_HEADER]),
+)
+class PolicyViewSet(ContentViewSet):
+    """Policies with their filter and weight rules; every change is a new version."""
+
+    queryset = Policy.objects.select_related(
+        "cluster", "created_by", "updated_by"
+    ).prefetch_related("filter_rules", "weight_rules")
+    serializer_class = PolicySerializer
+    filterset_class = PolicyFilterSet
+    versioned = True
+    # A rollback changes the policy: the same permission as an update.
+    action_permissions = {
+        "rollback": ["policies.change_policy"],
+        "versions": ["policies.view_policy", "policies.view_policyversion"],
+    }
+
+    def create_object(self, content: dict) -> Policy:
+        return policy_create(actor=self.request.user, data=content, note="created via API")
+
+    def update_object(self, instance: Policy, content: dict, expected_version: int | None) -> Any:
+        return policy_update(
+            actor=self.request.user,
+            policy=instance,
+            data=content,
+            expected_version=expected_version,
+            note="updated via API",
+        )
+
+    def delete_object(self, instance: Policy, expected_version: int | None) -> None:
+        policy_delete(actor=self.request.user, policy=instance, expected_version=expected_version)
+
+    @extend_schema(
+        responses=PolicyVersionSerializer(many=True),
+        description="Every stored version, newest first, with a diff to the one before.",
+    )
+    @action(
+        detail=True, methods=["get"], serializer_class=PolicyVersionSerializer, filterset_class=None
+    )
+    def versions(self, request: Request, name: str | None = None) -> Response:
+        policy = self.get_object()
+        versions: QuerySet[PolicyVersion] = PolicyVersion.objects.filter(policy=policy).order_by(
+            "-version"
+        )
+        page = self.paginate_queryset(versions)
+        rows = list(page if page is not None else versions)
+        wanted = {v.version - 1 for v in rows}
+        previous = {
+            v.version + 1: v.content
+            for v in PolicyVersion.objects.filter(policy=policy, version__in=wanted)
+        }
+        serializer = PolicyVersionSerializer(
+            rows, many=True, context={"previous_content": previous}
+        )
+        if page is not None:
+            return self.get_paginated_response(serializer.data)
+        return Response(serializer.data)
+
+    @extend_schema(
+        request=RollbackSerializer,
+        responses={200: OpenApiResponse(PolicySerializer, description="The new current version.")},
+        parameters=[IF_MATCH_HEADER, ETAG_HEADER],
+        description="Creates a new version whose content equals version `version`.",
+    )
+    @action(
+        detail=True, methods=["post"], serializer_class=RollbackSerializer, filterset_class=None
+    )
+    def rollback(self, request: Request, name: str | None = None) -> Response:
+        policy = self.get_object()
+        body = RollbackSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        target = body.validated_data["version"]
+        updated = self.run_versioned(
+            request,
+            body.validated_data.get("expected_version"),
+            lambda expected: policy_rollback(
+                actor=request.user, policy=policy, version=target, expected_version=expected
+            ),
+        )
+        self.serializer_class = PolicySerializer
+        return self.respond(self.reload(updated))
+
+
+@extend_schema_view(
+    retrieve=VERSIONED_READ,
+    create=extend_schema(parameters=[ETAG_HEADER]),
+    update=VERSIONED_WRITE,
+    partial_update=VERSIONED_WRITE,
+    destroy=extend_schema(parameters=[IF_MATCH_HEADER]),
+)
+class LabelAssignmentViewSet(ContentViewSet):
+    """Operator-defined node labels; a node's effective labels are observed + assigned."""
+
+    queryset = LabelAssignment.objects.select_related("cluster", "created_by", "updated_by")
+    serializer_class = LabelAssignmentSerializer
+    filterset_class = LabelAssignmentFilterSet
+    versioned = True
+
+    def create_object(self, content: dict) -> LabelAssignment:
+        return label_assignment_create(
+            actor=self.request.user, data=content, note="created via API"
+        )
+
+    def update_object(
+        self, instance: LabelAssignment, content: dict, expected_version: int | None
+    ) -> Any:
+        return label_assignment_update(
+            actor=self.request.user,
+            assignment=instance,
+            data=content,
+            expected_version=expected_version,
+            note="updated via API",
+        )
+
+    def delete_object(self, instance: LabelAssignment, expected_version: int | None) -> None:
+        label_assignment_delete(
+            actor=self.request.user, assignment=instance, expected_version=expected_version
+        )

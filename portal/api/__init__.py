@@ -1,0 +1,1 @@
+"""The REST API's shared machinery: base serializers and viewsets, permissions, errors."""

@@ -1,0 +1,251 @@
+"""Base classes every resource builds on (NetBox-style: the apps' viewsets stay a few lines).
+
+Writes: a :class:`ContentSerializer` hands the incoming JSON to the same ``clean_*`` function the
+admin and the services use and turns its ``ContentError`` into a 400 with a message per field
+path, so every entry point judges a value identically. Its declared fields describe the content
+for the OpenAPI schema and for reading; they are not a second validator.
+
+Versioned objects: responses carry ``ETag: "<version>"``; an update or delete may send
+``If-Match`` (stale: 412) or a ``version`` field (stale: 409). The services compare it under
+``select_for_update``, so nothing is written when it is stale.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from django.db import models
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from policies.services import VersionConflict
+from policies.validation import ContentError
+from portal.api.errors import NON_FIELD, PreconditionFailed, StaleVersion, content_error_detail
+from portal.api.permissions import PortalModelPermissions
+from portal.api.schema import PortalAutoSchema
+
+# Names in URLs: policy and cluster names are DNS labels, node names DNS subdomains (dots).
+NAME_LOOKUP_REGEX = r"[^/]+"
+ETAG_PATTERN = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
+
+
+def user_name(user: Any) -> str | None:
+    return user.get_username() if user is not None else None
+
+
+def max_length_errors(
+    content: Mapping[str, Any], model: type[models.Model], prefix: str = ""
+) -> dict[str, list[str]]:
+    """Strings longer than the model's column: refused here rather than by the database."""
+    errors: dict[str, list[str]] = {}
+    for field in model._meta.concrete_fields:
+        limit = getattr(field, "max_length", None)
+        value = content.get(field.name)
+        if limit and isinstance(value, str) and len(value) > limit:
+            path = f"{prefix}.{field.name}" if prefix else field.name
+            errors[path] = [f"Must be at most {limit} characters."]
+    return errors
+
+
+class ContentSerializer(serializers.Serializer):
+    """Validation through a ``clean`` function; read-only fields are accepted and ignored.
+
+    Subclasses set ``clean`` (data -> canonical content, raising ContentError) and
+    ``content_of`` (instance -> current content, the base of a PATCH), and implement
+    ``to_representation``.
+    """
+
+    clean: Callable[[Any], dict]
+    content_of: Callable[[Any], dict]
+    # Writable fields that are not content (e.g. ``version``, the base of a concurrent edit).
+    control_fields: tuple[str, ...] = ()
+
+    def defaults(self) -> dict:
+        """Values a PUT fills in for fields it leaves out (a PUT replaces the whole object)."""
+        return {}
+
+    def to_internal_value(self, data: Any) -> dict:
+        if not isinstance(data, Mapping):
+            raise serializers.ValidationError({NON_FIELD: ["Expected a JSON object."]})
+        known = set(self.fields)
+        errors: dict[str, list[str]] = {
+            str(key): ["Unknown field."] for key in data if key not in known
+        }
+        writable = {name for name, f in self.fields.items() if not f.read_only}
+        payload = {k: v for k, v in data.items() if k in writable and k not in self.control_fields}
+        self.control_values = {k: data[k] for k in self.control_fields if k in data}
+        if self.instance is not None and self.partial:
+            payload = {**type(self).content_of(self.instance), **payload}
+        elif self.instance is not None:
+            payload = {**self.defaults(), **payload}
+        try:
+            content = type(self).clean(payload)
+        except ContentError as exc:
+            errors.update(content_error_detail(exc))
+            content = {}
+        for key, value in self.control_values.items():
+            if key == "version" and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                errors["version"] = ["Must be a positive integer: the version you edited."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return content
+
+
+def parse_if_match(request: Request) -> int | None:
+    """The version named by ``If-Match`` (``"3"`` or ``W/"3"``); None when absent or ``*``."""
+    header = request.headers.get("If-Match")
+    if header is None or header.strip() in ("", "*"):
+        return None
+    match = ETAG_PATTERN.match(header)
+    if match is None:
+        return -1  # matches no version: the update fails its precondition
+    return int(match.group(1))
+
+
+class NameLookupMixin:
+    lookup_field = "name"
+    lookup_value_regex = NAME_LOOKUP_REGEX
+
+
+class PortalViewSetMixin:
+    """Authentication, permissions, parsers and schema shared by every API view."""
+
+    permission_classes = [PortalModelPermissions]
+    parser_classes = [JSONParser]
+    schema = PortalAutoSchema()
+
+
+class ReadOnlyPortalViewSet(PortalViewSetMixin, viewsets.ReadOnlyModelViewSet):
+    """List and retrieve, with filters and limit/offset pagination."""
+
+
+class ContentViewSet(
+    PortalViewSetMixin,
+    NameLookupMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """CRUD where every write goes through a service.
+
+    Subclasses implement ``create_object``, ``update_object`` and ``delete_object``; with
+    ``versioned`` the object has a ``version`` that is sent as ETag and checked on writes.
+    """
+
+    versioned = False
+
+    def create_object(self, content: dict) -> Any:
+        raise NotImplementedError
+
+    def update_object(self, instance: Any, content: dict, expected_version: int | None) -> Any:
+        raise NotImplementedError
+
+    def delete_object(self, instance: Any, expected_version: int | None) -> None:
+        raise NotImplementedError
+
+    # --- helpers ---
+
+    def reload(self, instance: Any) -> Any:
+        return self.get_queryset().get(pk=instance.pk)
+
+    def respond(self, instance: Any, status_code: int = status.HTTP_200_OK) -> Response:
+        data = self.get_serializer(instance).data
+        headers = {}
+        if self.versioned:
+            headers["ETag"] = f'"{instance.version}"'
+        return Response(data, status=status_code, headers=headers)
+
+    def expected_version(
+        self, request: Request, body_version: int | None
+    ) -> tuple[int | None, str]:
+        """The version the client based its change on, and where it said so."""
+        if_match = parse_if_match(request)
+        if if_match is not None and body_version is not None and if_match != body_version:
+            # Both given and different: at most one can be current; refuse without writing.
+            return if_match, "both"
+        if if_match is not None:
+            return if_match, "if-match"
+        return body_version, "body"
+
+    def run_versioned(self, request: Request, body_version: int | None, write: Callable) -> Any:
+        expected, source = self.expected_version(request, body_version)
+        if source == "both":
+            current = self.get_object().version
+            raise StaleVersion(
+                f"If-Match names version {expected} but the body says {body_version}.", current
+            )
+        try:
+            return write(expected)
+        except VersionConflict as exc:
+            if source == "if-match":
+                raise PreconditionFailed(str(exc), exc.current_version) from None
+            raise StaleVersion(str(exc), exc.current_version) from None
+
+    # --- actions ---
+
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self.respond(self.get_object())
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        instance = self.create_object(serializer.validated_data)
+        return self.respond(self.reload(instance), status.HTTP_201_CREATED)
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        partial = kwargs.pop("partial", False)
+        instance = self.get_object()
+        serializer = self.get_serializer(instance, data=request.data, partial=partial)
+        serializer.is_valid(raise_exception=True)
+        content = serializer.validated_data
+        if self.versioned:
+            body_version = serializer.control_values.get("version")
+            updated = self.run_versioned(
+                request,
+                body_version,
+                lambda expected: self.update_object(instance, content, expected),
+            )
+        else:
+            updated = self.update_object(instance, content, None)
+        return self.respond(self.reload(updated))
+
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        kwargs["partial"] = True
+        return self.update(request, *args, **kwargs)
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        instance = self.get_object()
+        if self.versioned:
+            body_version = None
+            if isinstance(request.data, Mapping) and "version" in request.data:
+                body_version = request.data["version"]
+                if isinstance(body_version, bool) or not isinstance(body_version, int):
+                    raise serializers.ValidationError({"version": ["Must be a positive integer."]})
+            self.run_versioned(
+                request, body_version, lambda expected: self.delete_object(instance, expected)
+            )
+        else:
+            self.delete_object(instance, None)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class StrictSerializer(serializers.Serializer):
+    """A plain serializer that refuses fields it does not declare (typos fail loudly)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = {str(k): ["Unknown field."] for k in data if k not in self.fields}
+            if unknown:
+                try:
+                    super().to_internal_value(data)
+                except serializers.ValidationError as exc:
+                    if isinstance(exc.detail, dict):
+                        unknown.update(exc.detail)
+                raise serializers.ValidationError(unknown)
+        return super().to_internal_value(data)

@@ -1,0 +1,61 @@
+"""Permissions: Django model permissions, with the view permission required for reads.
+
+Roles are groups (``portal.roles``): a viewer holds every ``view_*``, an editor also the write
+permissions of configuration models, an admin everything. Anonymous requests fail
+authentication first, so they get 401 (the token scheme sends ``WWW-Authenticate``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.permissions import SAFE_METHODS, BasePermission, DjangoModelPermissions
+
+
+class PortalModelPermissions(DjangoModelPermissions):
+    """``view_<model>`` for GET/HEAD/OPTIONS, add/change/delete for writes (NetBox style)."""
+
+    perms_map = {
+        "GET": ["%(app_label)s.view_%(model_name)s"],
+        "OPTIONS": ["%(app_label)s.view_%(model_name)s"],
+        "HEAD": ["%(app_label)s.view_%(model_name)s"],
+        "POST": ["%(app_label)s.add_%(model_name)s"],
+        "PUT": ["%(app_label)s.change_%(model_name)s"],
+        "PATCH": ["%(app_label)s.change_%(model_name)s"],
+        "DELETE": ["%(app_label)s.delete_%(model_name)s"],
+    }
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        # Extra actions (rollback, sync, import, ...) name their permissions explicitly.
+        explicit = getattr(view, "action_permissions", {}).get(getattr(view, "action", None))
+        if explicit is None:
+            return super().has_permission(request, view)
+        user = request.user
+        return bool(user and user.is_authenticated and user.has_perms(explicit))
+
+
+class ActionPermissions(BasePermission):
+    """Permissions named per view (or per action) for routes that are not plain CRUD.
+
+    The view sets ``required_permissions``: a list for every method, or a dict keyed by
+    action name or HTTP method; ``read_permissions`` apply to safe methods when given.
+    """
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        user = request.user
+        if not user or not user.is_authenticated:
+            return False
+        needed = self.permissions_for(request, view)
+        return user.has_perms(needed)
+
+    @staticmethod
+    def permissions_for(request: Any, view: Any) -> list[str]:
+        required = getattr(view, "required_permissions", [])
+        if isinstance(required, dict):
+            action = getattr(view, "action", None)
+            if action in required:
+                return list(required[action])
+            if request.method in SAFE_METHODS and "read" in required:
+                return list(required["read"])
+            return list(required.get(request.method, required.get("default", [])))
+        return list(required)

@@ -1,0 +1,85 @@
+"""The API root and the audit log (read-only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters
+from django.urls import NoReverseMatch
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.views import APIView
+
+from portal.api.base import ReadOnlyPortalViewSet
+from portal.api.schema import PortalAutoSchema
+from portal.models import AuditAction, AuditEntry
+
+ROOT_ROUTES = {
+    "clusters": "cluster-list",
+    "label-assignments": "labelassignment-list",
+    "policies": "policy-list",
+    "simulate": "simulate",
+    "apply": "apply",
+    "export": "export",
+    "decisions": "decision-list",
+    "audit": "auditentry-list",
+}
+
+
+class ApiRootView(APIView):
+    """Links to every collection."""
+
+    permission_classes = [IsAuthenticated]
+    schema = PortalAutoSchema()
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        links = {}
+        for name, route in ROOT_ROUTES.items():
+            try:
+                links[name] = reverse(route, request=request)
+            except NoReverseMatch:  # a route that is not installed is left out
+                continue
+        return Response(links)
+
+
+class AuditEntrySerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor_name", help_text="Username; empty: the system.")
+
+    class Meta:
+        model = AuditEntry
+        fields = [
+            "id",
+            "created_at",
+            "actor",
+            "action",
+            "object_type",
+            "object_name",
+            "before",
+            "after",
+            "note",
+        ]
+
+
+class AuditEntryFilterSet(django_filters.FilterSet):
+    object_type = django_filters.CharFilter(help_text="policy, label_assignment, cluster, ...")
+    object_name = django_filters.CharFilter()
+    action = django_filters.ChoiceFilter(choices=AuditAction.choices)
+    actor = django_filters.CharFilter(field_name="actor_name", help_text="Username.")
+    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+
+    class Meta:
+        model = AuditEntry
+        fields = ["object_type", "object_name", "action", "actor", "since"]
+
+
+class AuditEntryViewSet(ReadOnlyPortalViewSet):
+    """Every write of any object: who, when, what, before and after (newest first)."""
+
+    queryset = AuditEntry.objects.all()
+    serializer_class = AuditEntrySerializer
+    filterset_class = AuditEntryFilterSet

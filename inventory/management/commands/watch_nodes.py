@@ -1,0 +1,48 @@
+"""``manage.py watch_nodes [--cluster NAME]``: keep node inventories current through watches."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from inventory.models import Cluster, ClusterSource
+from inventory.watch import watch_clusters
+
+
+class Command(BaseCommand):
+    help = (
+        "List and then watch the nodes of every Kubernetes cluster with sync enabled (or of one "
+        "cluster), applying changes to the inventory within a second. Stops on SIGTERM/SIGINT."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--cluster", help="Watch only this cluster (by name).")
+        parser.add_argument(
+            "--refresh",
+            type=float,
+            default=30.0,
+            help="Seconds between re-reads of the cluster list (default 30).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        name = options.get("cluster")
+        if name is not None:
+            cluster = Cluster.objects.filter(name=name).first()
+            if cluster is None:
+                raise CommandError(f"No cluster named {name!r}.")
+            if cluster.source != ClusterSource.KUBERNETES:
+                raise CommandError(f"Cluster {name!r} is static; only Kubernetes clusters sync.")
+        stop = threading.Event()
+
+        def request_stop(signum: int, _frame: Any) -> None:
+            self.stderr.write(f"{signal.Signals(signum).name} received; stopping watchers")
+            stop.set()
+
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
+        self.stdout.write(f"watching nodes of {name or 'every enabled Kubernetes cluster'}")
+        watch_clusters(stop, cluster_name=name, refresh_seconds=options["refresh"])
+        self.stdout.write("stopped")

@@ -1,0 +1,327 @@
+"""Near-real-time node inventory: list, then watch from the list's resourceVersion.
+
+The informer shape of kubernetes-client: a full list (the sync service) gives a consistent
+resourceVersion; a watch from it with bookmarks streams every later change. On 410 Gone the
+watcher relists *and diffs* (``replace=True``), so nodes deleted while it was not watching
+leave the inventory too. Dropped streams reconnect from the last seen resourceVersion with
+jittered exponential backoff.
+
+Threads: the HTTP stream is read in a helper thread that only queues events; every database
+write happens in the thread that called ``ClusterWatcher.run``, in batches (events arriving
+within ``batch_window`` share one transaction and one snapshot revision bump).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+from kubernetes import client, watch
+
+from inventory import sync as sync_service
+from inventory.kube import (
+    WATCH_TIMEOUT_SECONDS,
+    GoneError,
+    KubeError,
+    classify,
+    core_v1_for,
+)
+from inventory.models import Cluster, ClusterSource
+from inventory.services import node_delete, nodes_apply
+
+logger = logging.getLogger(__name__)
+
+_END = object()
+
+
+class _StreamFailed:
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def backoff_delay(attempt: int, *, base: float, cap: float) -> float:
+    """Exponential backoff with jitter: in [d/2, d] for d = min(cap, base * 2**(attempt-1))."""
+    delay = min(cap, base * 2 ** max(0, attempt - 1))
+    return random.uniform(delay / 2, delay)
+
+
+class ClusterWatcher:
+    """Keeps one cluster's inventory current until stopped."""
+
+    def __init__(
+        self,
+        cluster_id: int,
+        *,
+        timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
+        batch_window: float = 0.05,
+        max_batch: int = 500,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+        freshness_interval: float = 5.0,
+    ) -> None:
+        self.cluster_id = cluster_id
+        self.timeout_seconds = timeout_seconds
+        self.batch_window = batch_window
+        self.max_batch = max_batch
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.freshness_interval = freshness_interval
+        self.resource_version: str | None = None
+        self.relists = 0
+        self.reconnects = 0
+        self.events_applied = 0
+        self._stop = threading.Event()
+        self._watch: watch.Watch | None = None
+        self._api: client.CoreV1Api | None = None
+        self._cluster: Cluster | None = None
+        self._last_fresh = 0.0
+
+    # -- control -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the watcher to stop; an open stream is shut down at once."""
+        self._stop.set()
+        active = self._watch
+        if active is not None:
+            active.stop()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def run(
+        self,
+        *,
+        resource_version: str | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> None:
+        """Watch until stopped (or ``until()`` is true). Without ``resource_version`` it starts
+        with a full list."""
+        self.resource_version = resource_version
+        attempt = 0
+
+        def done() -> bool:
+            return self.stopped or (until is not None and until())
+
+        try:
+            while not done():
+                try:
+                    if self._cluster is None:
+                        self._cluster = Cluster.objects.get(
+                            pk=self.cluster_id, source=ClusterSource.KUBERNETES
+                        )
+                    if self._api is None:
+                        self._api = core_v1_for(self._cluster)
+                    if self.resource_version is None:
+                        self._relist()
+                    self._stream(done)
+                    attempt = 0
+                except (Cluster.DoesNotExist, sync_service.ClusterGone):
+                    logger.info("cluster %s is gone; watcher stops", self.cluster_id)
+                    return
+                except sync_service.SyncInProgress:
+                    attempt += 1
+                    self._stop.wait(backoff_delay(attempt, base=self.backoff_base, cap=5.0))
+                except GoneError as exc:
+                    logger.info("watch of cluster %s expired (%s); relisting", self.cluster_id, exc)
+                    self.resource_version = None
+                    attempt += 1
+                    if attempt > 1:
+                        self._sleep(attempt)
+                except Exception as exc:
+                    error = classify(exc)
+                    attempt += 1
+                    self.reconnects += 1
+                    logger.warning(
+                        "watch of cluster %s failed (%s); reconnecting", self.cluster_id, error
+                    )
+                    self._sleep(attempt)
+        finally:
+            if self._api is not None:
+                self._api.api_client.close()
+                self._api = None
+
+    def _sleep(self, attempt: int) -> None:
+        self._stop.wait(backoff_delay(attempt, base=self.backoff_base, cap=self.backoff_cap))
+
+    # -- list ----------------------------------------------------------------------------------
+
+    def _relist(self) -> None:
+        result = sync_service.sync_cluster(cluster_id=self.cluster_id, api=self._api)
+        self.relists += 1
+        self.resource_version = result.resource_version
+        self._last_fresh = time.monotonic()
+
+    # -- watch ---------------------------------------------------------------------------------
+
+    def _reader(self, stream_watch: watch.Watch, events: queue.Queue, rv: str) -> None:
+        try:
+            for event in stream_watch.stream(
+                self._api.list_node,
+                resource_version=rv,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self.timeout_seconds,
+                _request_timeout=(5, self.timeout_seconds + 15),
+            ):
+                events.put(event)
+            events.put(_END)
+        except BaseException as exc:
+            events.put(_StreamFailed(exc))
+
+    def _stream(self, done: Callable[[], bool]) -> None:
+        """One watch request, applied batch by batch; returns when it ends normally."""
+        assert self.resource_version is not None
+        # return_type "object": events keep their raw dicts instead of building client models.
+        stream_watch = watch.Watch(return_type="object")
+        events: queue.Queue = queue.Queue()
+        reader = threading.Thread(
+            target=self._reader,
+            args=(stream_watch, events, self.resource_version),
+            name=f"watch-nodes-{self.cluster_id}",
+            daemon=True,
+        )
+        self._watch = stream_watch
+        reader.start()
+        try:
+            while True:
+                if done():
+                    return
+                try:
+                    first = events.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                batch, tail = self._collect(first, events)
+                if batch:
+                    self._apply(batch)
+                if tail is _END:
+                    return
+                if isinstance(tail, _StreamFailed):
+                    raise classify(tail.exc) from tail.exc
+        finally:
+            self._watch = None
+            stream_watch.stop()
+
+    def _collect(self, first: Any, events: queue.Queue) -> tuple[list[dict], Any]:
+        """Events that arrive within the batch window; the END/failure marker ends a batch."""
+        batch: list[dict] = []
+        item = first
+        deadline = time.monotonic() + self.batch_window
+        while True:
+            if item is _END or isinstance(item, _StreamFailed):
+                return batch, item
+            batch.append(item)
+            remaining = deadline - time.monotonic()
+            if len(batch) >= self.max_batch or remaining <= 0:
+                return batch, None
+            try:
+                item = events.get(timeout=remaining)
+            except queue.Empty:
+                return batch, None
+
+    def _apply(self, batch: list[dict]) -> None:
+        """Apply a batch in one transaction: the last event per node decides its state."""
+        latest: dict[str, tuple[str, dict]] = {}
+        resource_version = None
+        for event in batch:
+            kind = event.get("type")
+            obj = event.get("raw_object")
+            metadata = obj.get("metadata") if isinstance(obj, dict) else None
+            if not isinstance(metadata, dict):
+                continue
+            if metadata.get("resourceVersion"):
+                resource_version = str(metadata["resourceVersion"])
+            name = metadata.get("name")
+            if kind in ("ADDED", "MODIFIED", "DELETED") and isinstance(name, str) and name:
+                latest[name] = (kind, obj)
+        upserts = [
+            sync_service.slim_node(obj) for kind, obj in latest.values() if kind != "DELETED"
+        ]
+        deletes = [name for name, (kind, _) in latest.items() if kind == "DELETED"]
+        cluster = self._cluster
+        now = time.monotonic()
+        fresh = now - self._last_fresh >= self.freshness_interval
+        with transaction.atomic():
+            if upserts:
+                nodes_apply(
+                    cluster=cluster,
+                    objects=upserts,
+                    replace=False,
+                    resource_version=resource_version or "",
+                )
+            for name in deletes:
+                node_delete(cluster=cluster, name=name)
+            status: dict[str, Any] = {}
+            if resource_version:
+                status["resource_version"] = resource_version
+            if fresh:
+                # A live watch (events or bookmarks) keeps the inventory known-current.
+                status["last_success_at"] = timezone.now()
+            if status:
+                Cluster.objects.filter(pk=cluster.pk).update(**status)
+        if fresh:
+            self._last_fresh = now
+        if resource_version:
+            self.resource_version = resource_version
+        self.events_applied += len(latest)
+
+
+def watch_clusters(
+    stop: threading.Event,
+    *,
+    cluster_name: str | None = None,
+    refresh_seconds: float = 30.0,
+    watcher_options: dict[str, Any] | None = None,
+) -> None:
+    """Run a watcher thread per enabled Kubernetes cluster until ``stop`` is set.
+
+    The set of clusters is re-read every ``refresh_seconds``: new clusters get a watcher,
+    deleted or disabled ones lose theirs, and a watcher thread that died is restarted.
+    """
+    running: dict[int, tuple[ClusterWatcher, threading.Thread]] = {}
+
+    def run_one(watcher: ClusterWatcher) -> None:
+        try:
+            watcher.run()
+        except KubeError as exc:
+            logger.error("watcher of cluster %s stopped: %s", watcher.cluster_id, exc)
+        finally:
+            connection.close()
+
+    try:
+        while not stop.is_set():
+            wanted_clusters = Cluster.objects.filter(
+                source=ClusterSource.KUBERNETES, sync_enabled=True
+            )
+            if cluster_name is not None:
+                wanted_clusters = wanted_clusters.filter(name=cluster_name)
+            wanted = set(wanted_clusters.values_list("pk", flat=True))
+            connection.close()
+            for pk in list(running):
+                watcher, thread = running[pk]
+                if pk not in wanted:
+                    watcher.stop()
+                if not thread.is_alive():
+                    del running[pk]
+            for pk in wanted - set(running):
+                watcher = ClusterWatcher(pk, **(watcher_options or {}))
+                thread = threading.Thread(
+                    target=run_one, args=(watcher,), name=f"watcher-{pk}", daemon=True
+                )
+                thread.start()
+                running[pk] = (watcher, thread)
+                logger.info("watching nodes of cluster %s", pk)
+            stop.wait(refresh_seconds)
+    finally:
+        for watcher, _ in running.values():
+            watcher.stop()
+        for _, thread in running.values():
+            thread.join(timeout=10)

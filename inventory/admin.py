@@ -1,0 +1,365 @@
+"""Admin for clusters (written through the services) and their observed nodes (read-only)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Count, Q, QuerySet
+from django.db.models.fields.json import KeyTransform
+from django.forms import ModelForm
+from django.http import HttpRequest
+from django.utils.safestring import SafeString
+
+from inventory.admin_extras import ClusterAdminExtras, NodeAdminExtras
+from inventory.forms import ClusterForm
+from inventory.models import Cluster, Node
+from inventory.services import CLUSTER_FIELDS, cluster_create, cluster_delete, cluster_update
+from policies.models import PolicyVersion
+from portal.admin import EMPTY, age, html_table
+
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
+SYNC_STATUS_FIELDS = (
+    "sync_state",
+    "sync_started_at",
+    "sync_finished_at",
+    "last_success_at",
+    "sync_error",
+    "nodes_seen",
+    "nodes_added",
+    "nodes_changed",
+    "nodes_removed",
+    "resource_version",
+    "created_at",
+    "updated_at",
+)
+
+
+def _merge(*groups: Any) -> list[str]:
+    out: list[str] = []
+    for group in groups:
+        out.extend(f for f in group if f not in out)
+    return out
+
+
+def _first_label(labels: dict[str, str], keys: tuple[str, ...]) -> str:
+    for key in keys:
+        if labels.get(key):
+            return labels[key]
+    return EMPTY
+
+
+def cpu_text(millicores: int | None) -> str:
+    """CPU in cores: 4, 3.92, or 250m below one core."""
+    if millicores is None:
+        return EMPTY
+    if millicores < 1000 and millicores % 1000:
+        return f"{millicores}m"
+    return f"{millicores / 1000:.2f}".rstrip("0").rstrip(".")
+
+
+def bytes_text(value: int | None) -> str:
+    """Bytes in binary units, e.g. 15.3 GiB."""
+    if value is None:
+        return EMPTY
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return EMPTY  # pragma: no cover - the loop always returns
+
+
+def resource_text(resource: str, value: int | None) -> str:
+    """A parsed (base-unit) resource amount in the unit people read it in."""
+    if resource == "cpu":
+        return cpu_text(value)
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        return bytes_text(value)
+    return EMPTY if value is None else str(value)
+
+
+@admin.register(Cluster)
+class ClusterAdmin(ClusterAdminExtras):
+    form = ClusterForm
+    list_display = (
+        "name",
+        "display_name",
+        "source",
+        "is_default",
+        "sync_state",
+        "last_success",
+        "node_count",
+        "unknown_node_action",
+    )
+    list_filter = ("source", "sync_state", "is_default")
+    search_fields = ("name", "display_name", "description")
+    fieldsets = (
+        (None, {"fields": ("name", "display_name", "description", "is_default")}),
+        (
+            "Inventory source",
+            {
+                "fields": (
+                    "source",
+                    "kubeconfig_path",
+                    "kubeconfig_context",
+                    "in_cluster",
+                    "sync_enabled",
+                    "sync_interval_seconds",
+                )
+            },
+        ),
+        ("Extender behaviour", {"fields": ("unknown_node_action", "bind_enabled")}),
+        ("Sync status", {"fields": SYNC_STATUS_FIELDS}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Cluster]:
+        return super().get_queryset(request).annotate(node_total=Count("nodes"))
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Cluster | None = None) -> list[str]:
+        return _merge(super().get_readonly_fields(request, obj), SYNC_STATUS_FIELDS)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Cluster | None = None) -> Any:
+        fieldsets = list(super().get_fieldsets(request, obj))
+        if obj is None:
+            # A cluster that does not exist yet has no sync status to show.
+            fieldsets = [fs for fs in fieldsets if fs[0] != "Sync status"]
+        return fieldsets
+
+    @admin.display(description="last success", ordering="last_success_at")
+    def last_success(self, obj: Cluster) -> str:
+        return age(obj.last_success_at)
+
+    @admin.display(description="nodes", ordering="node_total")
+    def node_count(self, obj: Cluster) -> int:
+        return obj.node_total
+
+    def save_model(self, request: HttpRequest, obj: Cluster, form: ModelForm, change: bool) -> None:
+        data = {f: form.cleaned_data[f] for f in CLUSTER_FIELDS if f in form.cleaned_data}
+        if change:
+            saved = cluster_update(actor=request.user, cluster=obj, data=data)
+        else:
+            saved = cluster_create(actor=request.user, data=data)
+        # The admin's redirect and its own change log need the saved row's key.
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: Cluster) -> None:
+        cluster_delete(actor=request.user, cluster=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
+        # "Delete selected" lands here: one service call per cluster so each is audited.
+        for cluster in queryset:
+            cluster_delete(actor=request.user, cluster=cluster)
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # Nodes and policy versions are never deleted on their own, but they go with their
+        # cluster; needing a permission nobody has would make clusters undeletable.
+        perms_needed.discard(Node._meta.verbose_name)
+        perms_needed.discard(PolicyVersion._meta.verbose_name)
+        return deleted, counts, perms_needed, protected
+
+
+NODE_DETAIL_FIELDS = (
+    "name",
+    "cluster",
+    "uid",
+    "ready",
+    "unschedulable",
+    "creation_timestamp",
+    "resource_version",
+    "first_seen",
+    "last_seen",
+    "warnings_display",
+    "labels_table",
+    "taints_table",
+    "conditions_table",
+    "resources_table",
+    "addresses_table",
+    "node_info_table",
+    "annotations_table",
+)
+
+
+@admin.register(Node)
+class NodeAdmin(NodeAdminExtras):
+    list_display = (
+        "name",
+        "cluster",
+        "ready",
+        "unschedulable",
+        "zone",
+        "instance_type",
+        "cpu",
+        "memory",
+        "label_count",
+        "warning_count",
+        "last_seen_age",
+    )
+    list_filter = ("cluster", "ready", "unschedulable")
+    list_select_related = ("cluster",)
+    search_fields = ("name",)
+    search_help_text = (
+        "Node name (part of it), a label key (node has the label) or key=value (label equals)."
+    )
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "cluster",
+                    "uid",
+                    ("ready", "unschedulable"),
+                    "creation_timestamp",
+                    "resource_version",
+                    ("first_seen", "last_seen"),
+                    "warnings_display",
+                )
+            },
+        ),
+        ("Labels and taints", {"fields": ("labels_table", "taints_table")}),
+        ("Status", {"fields": ("conditions_table", "resources_table", "addresses_table")}),
+        ("System", {"fields": ("node_info_table", "annotations_table")}),
+    )
+
+    # Nodes are observed, not edited: only the sync and import services write them.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Node | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Node | None = None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Node | None = None) -> list[str]:
+        return _merge(super().get_readonly_fields(request, obj), NODE_DETAIL_FIELDS)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Node | None = None) -> Any:
+        fieldsets = list(super().get_fieldsets(request, obj))
+        shown = {
+            f
+            for _, options in fieldsets
+            for line in options["fields"]
+            for f in (line if isinstance(line, tuple | list) else (line,))
+        }
+        extra = [f for f in self.get_readonly_fields(request, obj) if f not in shown]
+        if extra:
+            fieldsets.append(("More", {"fields": extra}))
+        return fieldsets
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Node], search_term: str
+    ) -> tuple[QuerySet[Node], bool]:
+        """Each word narrows the list: ``key=value`` (label equals), else name or label key."""
+        try:
+            terms = shlex.split(search_term)
+        except ValueError:
+            terms = search_term.split()
+        for i, term in enumerate(terms):
+            if "=" in term:
+                key, value = term.split("=", 1)
+                # A key transform (not a "labels__<key>" lookup, which would split the key on
+                # "__" and read lookup names in it); compared as JSON, so it works the same on
+                # PostgreSQL (-> and jsonb equality) and SQLite (JSON_EXTRACT).
+                alias = f"label_search_{i}"
+                queryset = queryset.alias(**{alias: KeyTransform(key, "labels")}).filter(
+                    **{alias: value}
+                )
+            else:
+                queryset = queryset.filter(Q(name__icontains=term) | Q(labels__has_key=term))
+        return queryset, False
+
+    @admin.display(description="zone")
+    def zone(self, obj: Node) -> str:
+        return _first_label(obj.labels, ZONE_LABELS)
+
+    @admin.display(description="instance type")
+    def instance_type(self, obj: Node) -> str:
+        return _first_label(obj.labels, INSTANCE_TYPE_LABELS)
+
+    @admin.display(description="CPU")
+    def cpu(self, obj: Node) -> str:
+        return cpu_text(obj.allocatable_parsed.get("cpu"))
+
+    @admin.display(description="memory")
+    def memory(self, obj: Node) -> str:
+        return bytes_text(obj.allocatable_parsed.get("memory"))
+
+    @admin.display(description="labels")
+    def label_count(self, obj: Node) -> int:
+        return len(obj.labels)
+
+    @admin.display(description="warnings")
+    def warning_count(self, obj: Node) -> int:
+        return len(obj.warnings)
+
+    @admin.display(description="last seen", ordering="last_seen")
+    def last_seen_age(self, obj: Node) -> str:
+        return age(obj.last_seen)
+
+    @admin.display(description="warnings")
+    def warnings_display(self, obj: Node) -> SafeString | str:
+        if not obj.warnings:
+            return EMPTY
+        return html_table(["warning"], ((w,) for w in obj.warnings))
+
+    @admin.display(description="labels")
+    def labels_table(self, obj: Node) -> SafeString | str:
+        return html_table(["key", "value"], sorted(obj.labels.items()))
+
+    @admin.display(description="taints")
+    def taints_table(self, obj: Node) -> SafeString | str:
+        return html_table(
+            ["key", "value", "effect"],
+            ((t.get("key"), t.get("value"), t.get("effect")) for t in obj.taints),
+        )
+
+    @admin.display(description="conditions")
+    def conditions_table(self, obj: Node) -> SafeString | str:
+        return html_table(
+            ["type", "status", "reason", "message", "last transition"],
+            (
+                (
+                    c.get("type"),
+                    c.get("status"),
+                    c.get("reason"),
+                    c.get("message"),
+                    c.get("lastTransitionTime"),
+                )
+                for c in obj.conditions
+            ),
+        )
+
+    @admin.display(description="resources")
+    def resources_table(self, obj: Node) -> SafeString | str:
+        names = sorted(set(obj.allocatable) | set(obj.capacity))
+        return html_table(
+            ["resource", "allocatable", "capacity", "allocatable (readable)"],
+            (
+                (
+                    name,
+                    obj.allocatable.get(name),
+                    obj.capacity.get(name),
+                    resource_text(name, obj.allocatable_parsed.get(name)),
+                )
+                for name in names
+            ),
+        )
+
+    @admin.display(description="addresses")
+    def addresses_table(self, obj: Node) -> SafeString | str:
+        return html_table(
+            ["type", "address"], ((a.get("type"), a.get("address")) for a in obj.addresses)
+        )
+
+    @admin.display(description="node info")
+    def node_info_table(self, obj: Node) -> SafeString | str:
+        return html_table(["field", "value"], sorted(obj.node_info.items()))
+
+    @admin.display(description="annotations")
+    def annotations_table(self, obj: Node) -> SafeString | str:
+        return html_table(["key", "value"], sorted(obj.annotations.items()))

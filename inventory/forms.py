@@ -1,0 +1,50 @@
+"""Admin forms for clusters: the service validator decides, its messages land on the fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from inventory.models import Cluster
+from inventory.services import CLUSTER_FIELDS, clean_cluster
+from policies.validation import ContentError
+
+
+def add_content_errors(form: forms.BaseForm, error: ContentError) -> None:
+    """Put each ``path: messages`` of a ContentError next to the form field it is about.
+
+    A nested path (``labels.foo``, ``values[0]``) goes to its top-level field, with the rest of
+    the path kept in the message; paths that name no field become non-field errors.
+    """
+    for path, messages in error.errors.items():
+        field = path.split(".", 1)[0].split("[", 1)[0]
+        for message in messages:
+            if field in form.fields:
+                if field in form.errors:
+                    # The field's own validation already said what is wrong with it.
+                    continue
+                text = message if path == field else f"{path}: {message}"
+                form.add_error(field, text)
+            else:
+                form.add_error(None, f"{path}: {message}" if path else message)
+
+
+class ClusterForm(forms.ModelForm):
+    class Meta:
+        model = Cluster
+        fields = CLUSTER_FIELDS
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        data = {f: cleaned[f] for f in CLUSTER_FIELDS if f in cleaned}
+        try:
+            clean_cluster(data)
+        except ContentError as exc:
+            add_content_errors(self, exc)
+        return cleaned
+
+    def _get_validation_exclusions(self) -> set[str]:
+        # The service moves the default flag off the old default cluster in the same
+        # transaction, so the "one default" constraint must not reject choosing a new default.
+        return {*super()._get_validation_exclusions(), "is_default"}

@@ -1,0 +1,132 @@
+"""Admin site branding, display helpers shared by the app admins, and the read-only audit log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.timesince import timesince
+
+from portal.models import AuditEntry
+
+admin.site.site_header = "Scheduling Policy Portal"
+admin.site.site_title = "Scheduling Policy Portal"
+admin.site.index_title = "Clusters, nodes and scheduling policies"
+
+EMPTY = "—"
+
+
+# --- display helpers ------------------------------------------------------------------------
+
+
+def pretty_json(value: Any) -> str:
+    """Stable, indented JSON text (keys sorted so two versions diff line by line)."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def json_pre(value: Any) -> SafeString | str:
+    """A JSON value as escaped, pretty-printed HTML ``<pre>``; a dash when empty."""
+    if value is None:
+        return EMPTY
+    return format_html('<pre class="portal-json">{}</pre>', pretty_json(value))
+
+
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> SafeString | str:
+    """An escaped HTML table; a dash when there are no rows."""
+    rows = list(rows)
+    if not rows:
+        return EMPTY
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    body = format_html_join(
+        "",
+        "<tr>{}</tr>",
+        ((format_html_join("", "<td>{}</td>", ((_cell(c),) for c in row)),) for row in rows),
+    )
+    return format_html(
+        '<table class="portal-table"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+        head,
+        body,
+    )
+
+
+def _cell(value: Any) -> str:
+    if value is None or value == "":
+        return EMPTY
+    if isinstance(value, SafeString):
+        return value
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return str(value)
+
+
+def age(moment: datetime | None, *, never: str = "never") -> str:
+    """'3 minutes ago' style age of a timestamp."""
+    if moment is None:
+        return never
+    if moment > timezone.now():
+        return "just now"
+    return f"{timesince(moment, depth=1)} ago"
+
+
+def labels_text(labels: dict[str, str] | None, limit: int = 0) -> str:
+    """'k=v, k2=v2' (sorted), optionally cut after ``limit`` pairs."""
+    items = sorted((labels or {}).items())
+    shown = items[:limit] if limit else items
+    text = ", ".join(f"{k}={v}" for k, v in shown)
+    if limit and len(items) > limit:
+        text += f", … (+{len(items) - limit})"
+    return text or EMPTY
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """History is written only by services: viewable, never added, changed or deleted here."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# --- audit log ------------------------------------------------------------------------------
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "actor_display", "action", "object_type", "object_name", "note")
+    list_filter = ("action", "object_type")
+    search_fields = ("object_name", "actor_name", "note")
+    date_hierarchy = "created_at"
+    fields = (
+        "created_at",
+        "actor_display",
+        "action",
+        "object_type",
+        "object_name",
+        "note",
+        "before_display",
+        "after_display",
+    )
+    readonly_fields = fields
+
+    @admin.display(description="actor", ordering="actor_name")
+    def actor_display(self, obj: AuditEntry) -> str:
+        return obj.actor_name or "system"
+
+    @admin.display(description="before")
+    def before_display(self, obj: AuditEntry) -> SafeString | str:
+        return json_pre(obj.before)
+
+    @admin.display(description="after")
+    def after_display(self, obj: AuditEntry) -> SafeString | str:
+        return json_pre(obj.after)

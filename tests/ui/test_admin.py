@@ -1,0 +1,696 @@
+"""The Django admin as the operator UI: pages, permissions, writes through services, errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.contrib.admin.utils import quote
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from django.utils.html import escape
+
+from inventory.models import Cluster, Node
+from policies.models import FilterRule, LabelAssignment, Policy, PolicyVersion, WeightRule
+from policies.services import policy_content, policy_set_enabled
+from portal.models import AuditEntry
+from tests.ui.conftest import form_data, set_rows
+
+pytestmark = pytest.mark.django_db
+
+REGISTERED = sorted(admin.site._registry.items(), key=lambda item: item[0]._meta.label)
+REGISTERED_IDS = [model._meta.label for model, _ in REGISTERED]
+
+
+def admin_url(model: Any, view: str, *args: Any) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+def change_url(obj: Any) -> str:
+    # DRF's token admin addresses a token by its user's id.
+    key = obj.user_id if obj._meta.model_name == "tokenproxy" else obj.pk
+    return admin_url(type(obj), "change", quote(key))
+
+
+@pytest.fixture
+def populated(admin_user: User, nodes: None, policy: Policy, assignment: LabelAssignment) -> None:
+    """One object of every portal model, made through the services (plus an API token)."""
+    from rest_framework.authtoken.models import Token
+
+    Token.objects.create(user=admin_user)
+
+
+# --- every page renders ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("model", "model_admin"), REGISTERED, ids=REGISTERED_IDS)
+def test_every_admin_page_renders_for_a_superuser(
+    admin_client: Client, admin_user: User, populated: None, model: Any, model_admin: Any
+) -> None:
+    assert admin_client.get(admin_url(model, "changelist")).status_code == 200
+
+    request = admin_client.get("/").wsgi_request
+    request.user = admin_user
+    add = admin_client.get(admin_url(model, "add"))
+    assert add.status_code == (200 if model_admin.has_add_permission(request) else 403)
+
+    obj = model._default_manager.first()
+    if obj is not None:
+        response = admin_client.get(change_url(obj))
+        assert response.status_code == 200, change_url(obj)
+
+
+def test_portal_models_all_have_an_object_to_show(populated: None) -> None:
+    # Guards the test above: a portal model without rows would skip its change page.
+    for model in (Cluster, Node, Policy, LabelAssignment, PolicyVersion, AuditEntry):
+        assert model.objects.exists(), model
+
+
+def test_site_is_branded(admin_client: Client) -> None:
+    response = admin_client.get(reverse("admin:index"))
+    assert response.status_code == 200
+    assert "Scheduling Policy Portal" in response.content.decode()
+
+
+@pytest.mark.parametrize(("model", "model_admin"), REGISTERED, ids=REGISTERED_IDS)
+def test_anonymous_users_are_sent_to_login(client: Client, model: Any, model_admin: Any) -> None:
+    url = admin_url(model, "changelist")
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("admin:login"))
+
+
+# --- viewer role ----------------------------------------------------------------------------
+
+
+def test_viewer_can_view_but_not_change(
+    viewer_client: Client, nodes: None, policy: Policy, assignment: LabelAssignment
+) -> None:
+    for model in (Cluster, Node, Policy, LabelAssignment, PolicyVersion, AuditEntry):
+        assert viewer_client.get(admin_url(model, "changelist")).status_code == 200
+    page = viewer_client.get(change_url(policy))
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()
+    assert "A100" in page.content.decode()  # the inline rules are shown, read-only
+
+    data = {"name": "renamed", "mode": "enforce"}
+    assert viewer_client.post(change_url(policy), data).status_code == 403
+    assert viewer_client.get(admin_url(Policy, "add")).status_code == 403
+    assert viewer_client.post(admin_url(Cluster, "add"), {"name": "x"}).status_code == 403
+    actions = viewer_client.post(
+        admin_url(Policy, "changelist"),
+        {"action": "disable_policies", "_selected_action": [policy.pk]},
+    )
+    assert actions.status_code in (200, 302)
+    policy.refresh_from_db()
+    assert policy.enabled
+    assert policy.version == 1
+    assert Policy.objects.get().name == "gpu-only"
+
+
+# --- policies: create and edit with inline rules --------------------------------------------
+
+
+def new_policy_data(admin_client: Client, **fields: Any) -> dict[str, Any]:
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update({"name": "spot-avoid", "mode": "enforce", "enabled": "on"}, **fields)
+    set_rows(
+        data,
+        "filter_rules",
+        [
+            {
+                "kind": "label",
+                "key": "karpenter.sh/capacity-type",
+                "operator": "NotIn",
+                "values": '["spot"]',
+            },
+            {"kind": "resource", "resource": "memory", "operator": "Gte", "quantity": "8Gi"},
+        ],
+    )
+    set_rows(
+        data, "weight_rules", [{"kind": "label_value", "key": "example.com/tier", "weight": "5"}]
+    )
+    return data
+
+
+def test_creating_a_policy_with_rules_makes_one_version_and_one_audit_entry(
+    admin_client: Client, cluster: Cluster
+) -> None:
+    audit_before = AuditEntry.objects.count()
+    data = new_policy_data(admin_client, cluster=str(cluster.pk))
+    response = admin_client.post(admin_url(Policy, "add"), data)
+    assert response.status_code == 302, response.context and response.context["errors"]
+
+    policy = Policy.objects.get(name="spot-avoid")
+    assert policy.version == 1
+    assert policy.cluster == cluster
+    assert list(policy.versions.values_list("version", flat=True)) == [1]
+    entries = AuditEntry.objects.filter(object_type="policy", object_name="spot-avoid")
+    assert [e.action for e in entries] == ["create"]
+    assert AuditEntry.objects.count() == audit_before + 1
+    content = policy_content(policy)
+    assert [r["kind"] for r in content["filter_rules"]] == ["label", "resource"]
+    assert content["filter_rules"][0]["values"] == ["spot"]
+    assert content["weight_rules"] == [
+        {
+            "kind": "label_value",
+            "key": "example.com/tier",
+            "weight": 5,
+            "message": "",
+            "enabled": True,
+        }
+    ]
+    assert policy.versions.get().content == content
+
+
+def test_editing_a_policy_makes_version_two_and_keeps_rule_order(
+    admin_client: Client, policy: Policy
+) -> None:
+    data = form_data(admin_client.get(change_url(policy)))
+    data["description"] = "changed in the admin"
+    # Move a new rule in front of the existing one by position.
+    set_rows(
+        data,
+        "filter_rules",
+        [{"kind": "condition", "condition": "Ready", "status": "True", "position": "0"}],
+        start=1,
+    )
+    data["filter_rules-0-position"] = "5"
+    response = admin_client.post(change_url(policy), data)
+    assert response.status_code == 302, [
+        (f.prefix, f.errors) for i in response.context["inline_admin_formsets"] for f in i.formset
+    ]
+
+    policy.refresh_from_db()
+    assert policy.version == 2
+    assert policy.description == "changed in the admin"
+    assert [v.version for v in policy.versions.order_by("version")] == [1, 2]
+    assert [r.kind for r in policy.filter_rules.all()] == ["condition", "label"]
+    updates = AuditEntry.objects.filter(object_type="policy", action="update")
+    assert updates.count() == 1
+    assert updates.get().before["description"] == "GPU jobs go to A100 nodes"
+
+
+def test_deleting_a_rule_in_the_inline_removes_it(admin_client: Client, policy: Policy) -> None:
+    data = form_data(admin_client.get(change_url(policy)))
+    data["weight_rules-0-DELETE"] = "on"
+    assert admin_client.post(change_url(policy), data).status_code == 302
+    policy.refresh_from_db()
+    assert policy.version == 2
+    assert not policy.weight_rules.exists()
+    assert policy.filter_rules.count() == 1
+
+
+def test_saving_unchanged_policy_writes_no_version(admin_client: Client, policy: Policy) -> None:
+    data = form_data(admin_client.get(change_url(policy)))
+    assert admin_client.post(change_url(policy), data).status_code == 302
+    policy.refresh_from_db()
+    assert policy.version == 1
+    assert PolicyVersion.objects.count() == 1
+
+
+# --- invalid input: message next to the field, nothing written ------------------------------
+
+
+def inline_errors(response: Any, prefix: str, index: int = 0) -> dict[str, list[str]]:
+    for inline in response.context["inline_admin_formsets"]:
+        if inline.formset.prefix == prefix:
+            return {k: list(v) for k, v in inline.formset.forms[index].errors.items()}
+    raise AssertionError(f"no inline {prefix}")
+
+
+INVALID_RULES = [
+    pytest.param(
+        "filter_rules",
+        {"kind": "label", "key": "bad key!", "operator": "Exists"},
+        "key",
+        "name part must consist of alphanumeric characters",
+        id="bad-label-key",
+    ),
+    pytest.param(
+        "filter_rules",
+        {"kind": "label", "key": "example.com/gen", "operator": "Gt", "values": '["abc"]'},
+        "values",
+        "values[0]: must be a non-negative base-10 integer",
+        id="gt-not-integer",
+    ),
+    pytest.param(
+        "filter_rules",
+        {"kind": "label", "key": "example.com/gen", "operator": "In", "values": "a100, h100"},
+        "values",
+        "Not valid JSON",
+        id="values-not-json",
+    ),
+    pytest.param(
+        "filter_rules",
+        {"kind": "resource", "resource": "memory", "operator": "Gte", "quantity": "8 GB"},
+        "quantity",
+        "",
+        id="invalid-quantity",
+    ),
+    pytest.param(
+        "filter_rules",
+        {"kind": "condition", "condition": "Ready", "status": ""},
+        "status",
+        "Must be True, False or Unknown.",
+        id="condition-without-status",
+    ),
+    pytest.param(
+        "weight_rules",
+        {"kind": "resource", "resource": "cpu", "weight": "500"},
+        "weight",
+        "Must be in [-100, 100], got 500.",
+        id="weight-500",
+    ),
+]
+
+
+@pytest.mark.parametrize(("prefix", "row", "field", "message"), INVALID_RULES)
+def test_invalid_rule_is_reported_next_to_its_field_and_nothing_is_written(
+    admin_client: Client, cluster: Cluster, prefix: str, row: dict, field: str, message: str
+) -> None:
+    audit_before = AuditEntry.objects.count()
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update(name="bad-policy", mode="enforce")
+    set_rows(data, prefix, [row])
+    response = admin_client.post(admin_url(Policy, "add"), data)
+
+    assert response.status_code == 200
+    errors = inline_errors(response, prefix)
+    assert list(errors) == [field], errors
+    assert message in errors[field][0]
+    html = response.content.decode()
+    assert '<ul class="errorlist' in html
+    assert escape(errors[field][0]) in html
+    assert not Policy.objects.exists()
+    assert AuditEntry.objects.count() == audit_before
+
+
+@pytest.mark.parametrize(
+    ("pod_selector", "message"),
+    [
+        pytest.param("{not json", "Not valid JSON. Expected an object", id="not-json"),
+        pytest.param('["ml"]', "Must be a JSON object", id="not-an-object"),
+        pytest.param(
+            '{"match_labels": {"bad key!": "x"}}',
+            "pod_selector.match_labels",
+            id="bad-label-key",
+        ),
+        pytest.param('{"namespace": ["ml"]}', "pod_selector.namespace: Unknown field.", id="typo"),
+    ],
+)
+def test_invalid_pod_selector_is_reported_on_the_field(
+    admin_client: Client, db: None, pod_selector: str, message: str
+) -> None:
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update(name="bad-selector", mode="enforce", pod_selector=pod_selector)
+    response = admin_client.post(admin_url(Policy, "add"), data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == ["pod_selector"]
+    assert message in errors["pod_selector"][0]
+    assert not Policy.objects.exists()
+
+
+def test_policy_name_must_be_a_lowercase_slug(admin_client: Client, db: None) -> None:
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update(name="GPU-Only", mode="enforce")
+    response = admin_client.post(admin_url(Policy, "add"), data)
+    assert response.status_code == 200
+    assert (
+        "uppercase letters are not allowed" in response.context["adminform"].form.errors["name"][0]
+    )
+
+
+def test_duplicate_policy_name_is_a_field_error(admin_client: Client, policy: Policy) -> None:
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update(name="gpu-only", mode="enforce")
+    response = admin_client.post(admin_url(Policy, "add"), data)
+    assert response.status_code == 200
+    assert "already exists" in response.context["adminform"].form.errors["name"][0]
+    assert Policy.objects.count() == 1
+
+
+def test_stale_edit_shows_a_conflict_instead_of_overwriting(
+    admin_client: Client, admin_user: User, policy: Policy
+) -> None:
+    data = form_data(admin_client.get(change_url(policy)))
+    assert data["expected_version"] == 1
+    # Someone else changes the policy while the form is open.
+    policy_set_enabled(actor=admin_user, policy=policy, enabled=False)
+    data["description"] = "my edit"
+    response = admin_client.post(change_url(policy), data)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "changed by someone else since you opened it (now version 2); reload" in html
+    policy.refresh_from_db()
+    assert policy.version == 2
+    assert policy.description == "GPU jobs go to A100 nodes"
+    assert not policy.enabled
+
+
+# --- policy actions -------------------------------------------------------------------------
+
+
+def run_action(client: Client, model: Any, action: str, objs: list[Any]) -> Any:
+    return client.post(
+        admin_url(model, "changelist"),
+        {"action": action, "_selected_action": [o.pk for o in objs]},
+        follow=True,
+    )
+
+
+def test_policy_actions_change_through_the_services_and_audit(
+    admin_client: Client, policy: Policy
+) -> None:
+    response = run_action(admin_client, Policy, "disable_policies", [policy])
+    assert "1 policy disabled." in response.content.decode()
+    policy.refresh_from_db()
+    assert (policy.enabled, policy.version) == (False, 2)
+
+    response = run_action(admin_client, Policy, "disable_policies", [policy])
+    assert "0 policies disabled; 1 already disabled." in response.content.decode()
+
+    run_action(admin_client, Policy, "enable_policies", [policy])
+    run_action(admin_client, Policy, "switch_to_dry_run", [policy])
+    policy.refresh_from_db()
+    assert (policy.enabled, policy.mode, policy.version) == (True, "dry-run", 4)
+    run_action(admin_client, Policy, "switch_to_enforce", [policy])
+    policy.refresh_from_db()
+    assert (policy.mode, policy.version) == ("enforce", 5)
+
+    actions = list(
+        AuditEntry.objects.filter(object_name="gpu-only")
+        .order_by("id")
+        .values_list("action", flat=True)
+    )
+    assert actions == ["create", "disable", "enable", "mode", "mode"]
+    assert policy.versions.count() == 5
+
+
+def test_clone_action_makes_a_disabled_copy(admin_client: Client, policy: Policy) -> None:
+    response = run_action(admin_client, Policy, "clone_policies", [policy])
+    assert "gpu-only-copy" in response.content.decode()
+    copy = Policy.objects.get(name="gpu-only-copy")
+    assert not copy.enabled
+    assert copy.version == 1
+    assert policy_content(copy)["filter_rules"] == policy_content(policy)["filter_rules"]
+    assert AuditEntry.objects.filter(object_name="gpu-only-copy", action="create").exists()
+
+
+def test_policy_delete_goes_through_the_service(admin_client: Client, policy: Policy) -> None:
+    url = admin_url(Policy, "delete", policy.pk)
+    confirm = admin_client.get(url)
+    assert confirm.status_code == 200
+    assert "Are you sure" in confirm.content.decode()
+    assert admin_client.post(url, {"post": "yes"}).status_code == 302
+    assert not Policy.objects.exists()
+    entry = AuditEntry.objects.get(object_type="policy", action="delete")
+    assert entry.before["name"] == "gpu-only"
+
+
+def test_bulk_delete_audits_each_policy(
+    admin_client: Client, admin_user: User, policy: Policy
+) -> None:
+    from policies.services import policy_clone
+
+    other = policy_clone(actor=admin_user, policy=policy)
+    response = admin_client.post(
+        admin_url(Policy, "changelist"),
+        {"action": "delete_selected", "_selected_action": [policy.pk, other.pk], "post": "yes"},
+    )
+    assert response.status_code == 302
+    assert not Policy.objects.exists()
+    deleted = AuditEntry.objects.filter(object_type="policy", action="delete")
+    assert sorted(deleted.values_list("object_name", flat=True)) == ["gpu-only", "gpu-only-copy"]
+
+
+def test_policy_list_shows_counts_and_all_clusters(admin_client: Client, policy: Policy) -> None:
+    response = admin_client.get(admin_url(Policy, "changelist"))
+    html = response.content.decode()
+    assert "all clusters" in html
+    row = response.context["cl"].result_list[0]
+    assert (row.filter_total, row.weight_total) == (1, 1)
+
+
+def test_version_page_shows_a_diff_against_the_previous_version(
+    admin_client: Client, admin_user: User, policy: Policy
+) -> None:
+    policy_set_enabled(actor=admin_user, policy=policy, enabled=False)
+    version = PolicyVersion.objects.get(policy=policy, version=2)
+    html = admin_client.get(change_url(version)).content.decode()
+    assert '<span class="diff-del">-  &quot;enabled&quot;: true,</span>' in html
+    assert '<span class="diff-add">+  &quot;enabled&quot;: false,</span>' in html
+    first = PolicyVersion.objects.get(policy=policy, version=1)
+    assert "First version" in admin_client.get(change_url(first)).content.decode()
+
+
+def test_policy_change_page_links_to_its_versions(admin_client: Client, policy: Policy) -> None:
+    html = admin_client.get(change_url(policy)).content.decode()
+    link = f"{admin_url(PolicyVersion, 'changelist')}?policy__id__exact={policy.pk}"
+    assert link in html
+    listing = admin_client.get(link)
+    assert [v.version for v in listing.context["cl"].result_list] == [1]
+
+
+# --- clusters -------------------------------------------------------------------------------
+
+
+def cluster_add_data(admin_client: Client, **fields: Any) -> dict[str, Any]:
+    data = form_data(admin_client.get(admin_url(Cluster, "add")))
+    data.update(fields)
+    return data
+
+
+def test_cluster_created_in_the_admin_is_audited_and_can_take_the_default(
+    admin_client: Client, cluster: Cluster
+) -> None:
+    data = cluster_add_data(admin_client, name="staging", is_default="on")
+    response = admin_client.post(admin_url(Cluster, "add"), data)
+    assert response.status_code == 302, response.context and response.context["errors"]
+    staging = Cluster.objects.get(name="staging")
+    assert staging.is_default
+    cluster.refresh_from_db()
+    assert not cluster.is_default
+    assert AuditEntry.objects.filter(object_type="cluster", object_name="staging").exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        pytest.param({"name": "filter"}, "name", "is reserved", id="reserved-name"),
+        pytest.param({"name": "Prod_1"}, "name", "RFC 1123 label", id="not-dns"),
+        pytest.param(
+            {"name": "x", "sync_interval_seconds": "5"},
+            "sync_interval_seconds",
+            "at least 10",
+            id="interval",
+        ),
+    ],
+)
+def test_invalid_cluster_is_reported_on_the_field(
+    admin_client: Client, db: None, fields: dict, field: str, message: str
+) -> None:
+    response = admin_client.post(
+        admin_url(Cluster, "add"), cluster_add_data(admin_client, **fields)
+    )
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == [field], errors
+    assert any(message in m for m in errors[field]), errors[field]
+    assert not Cluster.objects.exists()
+    assert not AuditEntry.objects.exists()
+
+
+def test_cluster_edit_and_delete_go_through_the_services(
+    admin_client: Client, cluster: Cluster, nodes: None
+) -> None:
+    data = form_data(admin_client.get(change_url(cluster)))
+    data["unknown_node_action"] = "allow"
+    assert admin_client.post(change_url(cluster), data).status_code == 302
+    update = AuditEntry.objects.get(object_type="cluster", action="update")
+    assert (update.before["unknown_node_action"], update.after["unknown_node_action"]) == (
+        "deny",
+        "allow",
+    )
+
+    url = admin_url(Cluster, "delete", cluster.pk)
+    assert "Are you sure" in admin_client.get(url).content.decode()
+    assert admin_client.post(url, {"post": "yes"}).status_code == 302
+    assert not Cluster.objects.exists()
+    assert not Node.objects.exists()
+    assert AuditEntry.objects.filter(object_type="cluster", action="delete").exists()
+
+
+def test_cluster_list_shows_node_count_without_a_query_per_row(
+    admin_client: Client, admin_user: User, nodes: None, django_assert_max_num_queries: Any
+) -> None:
+    from inventory.services import cluster_create
+
+    for i in range(5):
+        cluster_create(actor=admin_user, data={"name": f"extra-{i}"})
+    response = admin_client.get(admin_url(Cluster, "changelist"))
+    counts = {c.name: c.node_total for c in response.context["cl"].result_list}
+    assert counts["prod"] == 2
+    assert counts["extra-0"] == 0
+    with django_assert_max_num_queries(12):
+        admin_client.get(admin_url(Cluster, "changelist"))
+
+
+# --- nodes ----------------------------------------------------------------------------------
+
+
+def node_names(response: Any) -> list[str]:
+    return sorted(n.name for n in response.context["cl"].result_list)
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("topology.kubernetes.io/zone=zone-a", ["node-a"]),
+        ("topology.kubernetes.io/zone=zone-b", ["node-b"]),
+        ("topology.kubernetes.io/zone=zone-c", []),
+        ("nvidia.com/gpu.product", ["node-a"]),
+        ("node-b", ["node-b"]),
+        ("node", ["node-a", "node-b"]),
+        ("node topology.kubernetes.io/zone=zone-a", ["node-a"]),
+        ('"nvidia.com/gpu.product=A100"', ["node-a"]),
+    ],
+)
+def test_node_search_by_name_and_label(
+    admin_client: Client, nodes: None, query: str, expected: list[str]
+) -> None:
+    response = admin_client.get(admin_url(Node, "changelist"), {"q": query})
+    assert response.status_code == 200
+    assert node_names(response) == expected
+
+
+def test_node_filters_by_readiness(admin_client: Client, nodes: None) -> None:
+    response = admin_client.get(admin_url(Node, "changelist"), {"ready__exact": "0"})
+    assert node_names(response) == ["node-b"]
+
+
+def test_node_list_shows_zone_type_and_resources(admin_client: Client, nodes: None) -> None:
+    html = admin_client.get(admin_url(Node, "changelist")).content.decode()
+    for text in ("zone-a", "m5.xlarge", "3.92", "16.0 GiB"):
+        assert text in html
+
+
+def test_nodes_are_read_only_in_the_admin(admin_client: Client, nodes: None) -> None:
+    node = Node.objects.get(name="node-a")
+    assert admin_client.get(admin_url(Node, "add")).status_code == 403
+    page = admin_client.get(change_url(node)).content.decode()
+    assert 'name="_save"' not in page
+    assert admin_client.post(change_url(node), {"name": "x"}).status_code == 403
+    assert admin_client.post(admin_url(Node, "delete", node.pk), {"post": "yes"}).status_code == 403
+    assert Node.objects.filter(name="node-a").exists()
+
+
+def test_node_detail_shows_escaped_tables(admin_client: Client, cluster: Cluster) -> None:
+    from inventory.services import nodes_apply
+    from tests.ui.conftest import node_object
+
+    nodes_apply(
+        cluster=cluster,
+        objects=[node_object("odd", labels={"example.com/x": "<b>bold</b>"})],
+        replace=False,
+    )
+    node = Node.objects.get(name="odd")
+    html = admin_client.get(change_url(node)).content.decode()
+    assert "<td>example.com/x</td><td>&lt;b&gt;bold&lt;/b&gt;</td>" in html
+    assert "<b>bold</b>" not in html
+    assert "<td>dedicated</td><td>gpu</td><td>NoSchedule</td>" in html
+    assert "<td>Ready</td><td>True</td><td>KubeletReady</td>" in html
+    assert "<td>memory</td><td>16Gi</td><td>16Gi</td><td>16.0 GiB</td>" in html
+    assert "labels not valid in Kubernetes syntax" in html  # the node's warning
+
+
+# --- label assignments ----------------------------------------------------------------------
+
+
+def test_label_assignment_create_edit_and_actions(admin_client: Client, cluster: Cluster) -> None:
+    data = form_data(admin_client.get(admin_url(LabelAssignment, "add")))
+    data.update(
+        name="spot-pool",
+        cluster=str(cluster.pk),
+        priority="5",
+        node_selector='{"match_expressions": [{"key": "karpenter.sh/capacity-type", '
+        '"operator": "In", "values": ["spot"]}]}',
+        labels='{"example.com/pool": "spot"}',
+    )
+    assert admin_client.post(admin_url(LabelAssignment, "add"), data).status_code == 302
+    assignment = LabelAssignment.objects.get(name="spot-pool")
+    assert assignment.labels == {"example.com/pool": "spot"}
+    assert AuditEntry.objects.filter(object_type="label_assignment", action="create").exists()
+
+    listing = admin_client.get(admin_url(LabelAssignment, "changelist")).content.decode()
+    assert "example.com/pool=spot" in listing
+    assert "karpenter.sh/capacity-type In [spot]" in listing
+
+    data = form_data(admin_client.get(change_url(assignment)))
+    data["priority"] = "7"
+    assert admin_client.post(change_url(assignment), data).status_code == 302
+    assignment.refresh_from_db()
+    assert (assignment.priority, assignment.version) == (7, 2)
+
+    response = run_action(admin_client, LabelAssignment, "disable_assignments", [assignment])
+    assert "1 label assignment disabled." in response.content.decode()
+    assignment.refresh_from_db()
+    assert not assignment.enabled
+    assert AuditEntry.objects.filter(object_type="label_assignment", action="disable").exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        pytest.param({"labels": "{}"}, "labels", "required", id="no-labels"),
+        pytest.param(
+            {"labels": '{"bad key!": "x"}'},
+            "labels",
+            "labels[bad key!]: invalid label key",
+            id="bad-key",
+        ),
+        pytest.param({"labels": "pool=gpu"}, "labels", "Not valid JSON", id="not-json"),
+        pytest.param(
+            {
+                "node_selector": '{"match_expressions": [{"key": "a", "operator": "Gt", '
+                '"values": ["x"]}]}'
+            },
+            "node_selector",
+            "node_selector.match_expressions[0].values[0]",
+            id="gt-not-integer",
+        ),
+    ],
+)
+def test_invalid_label_assignment_is_reported_on_the_field(
+    admin_client: Client, db: None, fields: dict, field: str, message: str
+) -> None:
+    data = form_data(admin_client.get(admin_url(LabelAssignment, "add")))
+    data.update({"name": "bad", "labels": '{"example.com/pool": "gpu"}', **fields})
+    response = admin_client.post(admin_url(LabelAssignment, "add"), data)
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == [field], errors
+    assert any(message in m for m in errors[field]), errors[field]
+    assert not LabelAssignment.objects.exists()
+
+
+# --- history is read-only -------------------------------------------------------------------
+
+
+def test_versions_and_audit_are_read_only(admin_client: Client, policy: Policy) -> None:
+    version = PolicyVersion.objects.get()
+    entry = AuditEntry.objects.filter(object_type="policy").get()
+    for obj in (version, entry):
+        page = admin_client.get(change_url(obj)).content.decode()
+        assert 'name="_save"' not in page
+        assert admin_client.post(change_url(obj), {"note": "x"}).status_code == 403
+    audit_page = admin_client.get(change_url(entry)).content.decode()
+    assert '<pre class="portal-json">' in audit_page
+    assert "&quot;nvidia.com/gpu.product&quot;" in audit_page
+    assert admin_client.get(admin_url(AuditEntry, "changelist"), {"action__exact": "create"})
+    assert FilterRule.objects.count() == 1
+    assert WeightRule.objects.count() == 1

@@ -1,0 +1,36 @@
+"""``manage.py sync_cluster NAME``: run one full sync now, in this process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from inventory.kube import KubeError
+from inventory.models import Cluster, ClusterSource
+from inventory.sync import SyncInProgress, sync_cluster
+
+
+class Command(BaseCommand):
+    help = "List every node of a Kubernetes cluster now and update its inventory."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("cluster", help="Name of a Kubernetes cluster.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        cluster = Cluster.objects.filter(name=options["cluster"]).first()
+        if cluster is None:
+            raise CommandError(f"No cluster named {options['cluster']!r}.")
+        if cluster.source != ClusterSource.KUBERNETES:
+            raise CommandError(f"Cluster {cluster.name!r} is static: use import_nodes.")
+        try:
+            result = sync_cluster(cluster_id=cluster.pk)
+        except SyncInProgress:
+            raise CommandError(f"A sync of {cluster.name!r} is already running.") from None
+        except KubeError as exc:
+            raise CommandError(f"Sync of {cluster.name!r} failed: {exc}") from None
+        self.stdout.write(
+            f"{result.cluster}: {result.seen} nodes ({result.added} added, {result.changed} "
+            f"changed, {result.removed} removed) at resourceVersion {result.resource_version} "
+            f"in {result.seconds:.2f}s"
+        )

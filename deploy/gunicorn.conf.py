@@ -17,3 +17,5 @@ errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "info").lower()
 # TLS ends at the proxy in front; trust its X-Forwarded-* headers only from where it runs.
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+# No runtime control socket: it would live in the user's home, shared by every instance there.
+control_socket_disable = True

@@ -9,6 +9,7 @@ only, so it runs before anything else is installed.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shlex
 import signal
@@ -19,7 +20,18 @@ import time
 from typing import IO
 
 STOP_TIMEOUT_SECONDS = 20.0
+PR_SET_PDEATHSIG = 1
 _print_lock = threading.Lock()
+
+
+# Loaded here, not in the forked child, where only the bare call should run.
+_LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: on Linux, get SIGTERM if the supervisor itself is killed."""
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _pump(name: str, width: int, stream: IO[bytes]) -> None:
@@ -37,9 +49,9 @@ def say(message: str) -> None:
         sys.stdout.flush()
 
 
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+def _kill_group(proc: subprocess.Popen) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def main(argv: list[str]) -> int:
@@ -62,15 +74,24 @@ def main(argv: list[str]) -> int:
     for name, command in specs:
         # Each child leads its own process group: a terminal's Ctrl-C reaches only this
         # supervisor, which then stops every child (and their own children) exactly once.
-        proc = subprocess.Popen(
-            shlex.split(command),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-        procs[name] = proc
+        try:
+            procs[name] = subprocess.Popen(
+                shlex.split(command),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as exc:
+            say(f"cannot start {name}: {exc}")
+            for started in procs.values():
+                _kill_group(started)
+            return 1
+    # Output threads start only after every fork: forking while threads run can deadlock.
+    for name, command in specs:
+        proc = procs[name]
         pump = threading.Thread(target=_pump, args=(name, width, proc.stdout), daemon=True)
         pump.start()
         pumps.append(pump)
@@ -91,14 +112,16 @@ def main(argv: list[str]) -> int:
         say("stopping all processes")
     for proc in procs.values():
         if proc.poll() is None:
-            _signal_group(proc, signal.SIGTERM)
+            # Only the leader: gunicorn and Celery stop their own workers gracefully.
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
     for name, proc in procs.items():
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             say(f"{name} did not stop within {STOP_TIMEOUT_SECONDS:.0f}s; killing it")
-            _signal_group(proc, signal.SIGKILL)
+            _kill_group(proc)
             proc.wait()
     for pump in pumps:
         pump.join(timeout=2)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -216,3 +221,60 @@ def test_ensure_admin_takes_and_resets_the_password_from_the_environment(monkeyp
     monkeypatch.setenv("PORTAL_ADMIN_PASSWORD", "second-chosen-password")
     run("ensure_admin")
     assert get_user_model().objects.get(username="admin").check_password("second-chosen-password")
+
+
+# --- deploy/supervise.py (the process runner behind `make run`) -------------------------------
+
+SUPERVISOR = Path(__file__).resolve().parent.parent / "deploy" / "supervise.py"
+
+
+def supervise(*specs: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(SUPERVISOR), *specs],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def started_pids(output: str) -> dict[str, int]:
+    pids = {}
+    for line in output.splitlines():
+        if "| started " in line:
+            name, pid = line.split("| started ", 1)[1].split(" (pid ", 1)
+            pids[name] = int(pid.split(")", 1)[0])
+    return pids
+
+
+def test_supervisor_stops_the_others_when_one_exits() -> None:
+    proc = supervise("sleeper=sleep 120", "quitter=sh -c 'echo bye; exit 3'")
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 3
+    assert "quitter  | bye" in output
+    assert "quitter exited with status 3; stopping the others" in output
+    assert not alive(started_pids(output)["sleeper"])
+
+
+def test_supervisor_stops_everything_on_sigterm_and_exits_zero() -> None:
+    marker = "ready-" + str(os.getpid())
+    proc = supervise("one=sleep 120", f"two=sh -c 'echo {marker}; exec sleep 120'")
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if marker in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert proc.returncode == 0
+    assert "stopping all processes" in output
+    assert all(not alive(pid) for pid in started_pids(output).values())

@@ -1,0 +1,100 @@
+"""Pushing assigned labels to the cluster: an explicit operator action, never automatic.
+
+Each chosen node gets one merge patch of exactly its drifting labels; the per-node outcome is
+returned, one audit entry records the push, and the stored nodes are updated from the API's
+answers so the inventory shows the new labels at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from django.db import transaction
+
+from inventory.drift import cluster_assignments, node_drift
+from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
+from inventory.models import Cluster, ClusterSource, Node
+from inventory.services import nodes_apply
+from inventory.sync import slim_node
+from policies.validation import ContentError
+from portal.audit import audit_record
+from portal.models import AuditAction
+
+logger = logging.getLogger(__name__)
+
+# The client picks json-patch for any PATCH body; labels are a merge patch.
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def push_labels(*, actor: Any, cluster: Cluster, node_names: list[str]) -> dict[str, dict]:
+    """Patch each chosen node's drifting labels in the cluster.
+
+    Returns ``{node: {"ok": bool, "labels": {pushed}, "error": message}}``; nodes without
+    drift are reported ok with no labels and are not patched.
+    """
+    if cluster.source != ClusterSource.KUBERNETES:
+        raise ContentError(
+            {"cluster": [f"Cluster {cluster.name!r} is static: there is no API server to patch."]}
+        )
+    assignments = cluster_assignments(cluster)
+    stored = {n.name: n for n in Node.objects.filter(cluster=cluster, name__in=node_names)}
+    results: dict[str, dict] = {}
+    patched: list[Any] = []
+    before: dict[str, dict] = {}
+    api = None
+    try:
+        for name in dict.fromkeys(node_names):
+            node = stored.get(name)
+            if node is None:
+                results[name] = {"ok": False, "labels": {}, "error": "not in the inventory"}
+                continue
+            drift = node_drift(name, node.labels, assignments)
+            labels = {key: d["assigned"] for key, d in drift.items()}
+            if not labels:
+                results[name] = {"ok": True, "labels": {}, "error": ""}
+                continue
+            before[name] = {key: d["observed"] for key, d in drift.items()}
+            try:
+                if api is None:
+                    api = core_v1_for(cluster)
+                response = api.patch_node(
+                    name,
+                    {"metadata": {"labels": labels}},
+                    _content_type=MERGE_PATCH,
+                    _preload_content=False,
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+                try:
+                    patched.append(slim_node(orjson.loads(response.data)))
+                finally:
+                    response.release_conn()
+                results[name] = {"ok": True, "labels": labels, "error": ""}
+            except Exception as exc:
+                error = exc if isinstance(exc, KubeError) else classify(exc)
+                results[name] = {"ok": False, "labels": labels, "error": str(error)}
+    finally:
+        if api is not None:
+            api.api_client.close()
+    with transaction.atomic():
+        if patched:
+            nodes_apply(cluster=cluster, objects=patched, replace=False)
+        pushed = {name: r["labels"] for name, r in results.items() if r["ok"] and r["labels"]}
+        failed = {name: r["error"] for name, r in results.items() if not r["ok"]}
+        audit_record(
+            actor=actor,
+            action=AuditAction.PUSH_LABELS,
+            object_type="cluster",
+            object_name=cluster.name,
+            before={name: before[name] for name in pushed},
+            after=pushed,
+            note=f"{len(pushed)} nodes patched, {len(failed)} failed"
+            + (
+                ": " + "; ".join(f"{n}: {e}" for n, e in list(failed.items())[:10])
+                if failed
+                else ""
+            ),
+        )
+    logger.info("pushed labels to %d nodes of cluster %s", len(pushed), cluster.name)
+    return results

@@ -1,0 +1,125 @@
+"""Drift from label assignments, and pushing it to the (fake) cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from inventory.drift import cluster_drift, cluster_drift_summary, node_drift
+from inventory.models import Cluster, Node
+from inventory.push import push_labels
+from inventory.sync import sync_cluster
+from policies.services import label_assignment_create
+from policies.validation import ContentError
+from portal.models import AuditAction, AuditEntry
+from tests.factories import UserFactory, make_cluster
+from tests.support.fake_kube import FakeKubeServer
+
+pytestmark = pytest.mark.django_db
+
+
+def node(name: str, **labels: str) -> dict:
+    return {"metadata": {"name": name, "labels": labels}, "status": {"capacity": {}}}
+
+
+def assign(name: str, labels: dict, *, cluster: str | None = None, **selector: list) -> None:
+    label_assignment_create(
+        actor=None,
+        data={"name": name, "cluster": cluster, "labels": labels, "node_selector": selector},
+    )
+
+
+@pytest.fixture
+def drifting(kube: FakeKubeServer, cluster: Cluster) -> Cluster:
+    kube.add_node(node("gpu-1", accelerator="a100", tier="gold"))
+    kube.add_node(node("gpu-2", accelerator="a100"))
+    kube.add_node(node("cpu-1", tier="bronze"))
+    kube.add_node(node("cpu-2"))
+    sync_cluster(cluster_id=cluster.pk)
+    # All clusters: every gpu node gets tier=gold (gpu-1 already has it).
+    assign("gpu-tier", {"tier": "gold"}, node_names=["gpu-*"])
+    # This cluster: nodes with an accelerator label get pool=ml.
+    assign(
+        "ml-pool",
+        {"pool": "ml"},
+        cluster="prod",
+        match_expressions=[{"key": "accelerator", "operator": "Exists"}],
+    )
+    # Another cluster's assignment never counts here.
+    make_cluster("other")
+    assign("other-only", {"pool": "other"}, cluster="other")
+    # cpu-1 carries tier=bronze; the higher-priority assignment says silver.
+    label_assignment_create(
+        actor=None,
+        data={
+            "name": "cpu-tier",
+            "labels": {"tier": "silver"},
+            "priority": 5,
+            "node_selector": {"node_names": ["cpu-1"]},
+        },
+    )
+    assign("disabled", {"x": "y"})
+    from policies.models import LabelAssignment
+
+    LabelAssignment.objects.filter(name="disabled").update(enabled=False)
+    return cluster
+
+
+def test_cluster_drift(drifting: Cluster) -> None:
+    assert cluster_drift(drifting) == {
+        "gpu-1": {"pool": {"assigned": "ml", "observed": None}},
+        "gpu-2": {
+            "pool": {"assigned": "ml", "observed": None},
+            "tier": {"assigned": "gold", "observed": None},
+        },
+        "cpu-1": {"tier": {"assigned": "silver", "observed": "bronze"}},
+    }
+    assert cluster_drift_summary(drifting) == {"nodes": 3, "labels": 4}
+
+
+def test_node_drift_without_assignments_is_empty() -> None:
+    assert node_drift("n", {"a": "b"}, []) == {}
+
+
+def test_push_patches_exactly_the_chosen_nodes(kube: FakeKubeServer, drifting: Cluster) -> None:
+    user = UserFactory()
+    results = push_labels(actor=user, cluster=drifting, node_names=["gpu-2", "cpu-1", "cpu-2"])
+    assert results == {
+        "gpu-2": {"ok": True, "labels": {"pool": "ml", "tier": "gold"}, "error": ""},
+        "cpu-1": {"ok": True, "labels": {"tier": "silver"}, "error": ""},
+        "cpu-2": {"ok": True, "labels": {}, "error": ""},
+    }
+    assert [(p.name, p.content_type, p.patch) for p in kube.patches] == [
+        (
+            "gpu-2",
+            "application/merge-patch+json",
+            {"metadata": {"labels": {"pool": "ml", "tier": "gold"}}},
+        ),
+        ("cpu-1", "application/merge-patch+json", {"metadata": {"labels": {"tier": "silver"}}}),
+    ]
+    assert kube.get_node("cpu-1")["metadata"]["labels"]["tier"] == "silver"
+    # The inventory already reflects the patch responses; gpu-1 still drifts.
+    assert Node.objects.get(cluster=drifting, name="gpu-2").labels["pool"] == "ml"
+    assert set(cluster_drift(drifting)) == {"gpu-1"}
+    entry = AuditEntry.objects.get(action=AuditAction.PUSH_LABELS)
+    assert entry.actor == user
+    assert entry.after == {"gpu-2": {"pool": "ml", "tier": "gold"}, "cpu-1": {"tier": "silver"}}
+    assert entry.before["cpu-1"] == {"tier": "bronze"}
+
+
+def test_push_reports_per_node_errors(kube: FakeKubeServer, drifting: Cluster) -> None:
+    kube.delete_node("gpu-1")  # still in the inventory, gone from the cluster
+    results = push_labels(actor=None, cluster=drifting, node_names=["gpu-1", "gpu-2", "ghost"])
+    assert results["gpu-1"]["ok"] is False
+    assert "(404)" in results["gpu-1"]["error"]
+    assert results["gpu-2"]["ok"] is True
+    assert results["ghost"] == {"ok": False, "labels": {}, "error": "not in the inventory"}
+    assert [p.name for p in kube.patches] == ["gpu-2"]
+    assert (
+        "1 nodes patched, 2 failed" in AuditEntry.objects.get(action=AuditAction.PUSH_LABELS).note
+    )
+
+
+def test_push_refuses_static_clusters() -> None:
+    lab = make_cluster("lab")
+    with pytest.raises(ContentError, match="static"):
+        push_labels(actor=None, cluster=lab, node_names=["x"])

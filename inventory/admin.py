@@ -17,7 +17,7 @@ from inventory.forms import ClusterForm
 from inventory.models import Cluster, Node
 from inventory.services import CLUSTER_FIELDS, cluster_create, cluster_delete, cluster_update
 from policies.models import PolicyVersion
-from portal.admin import EMPTY, age, html_table
+from portal.admin import EMPTY, ServiceWriteMixin, age, html_table
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 INSTANCE_TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
@@ -82,7 +82,8 @@ def resource_text(resource: str, value: int | None) -> str:
 
 
 @admin.register(Cluster)
-class ClusterAdmin(ClusterAdminExtras):
+class ClusterAdmin(ServiceWriteMixin, ClusterAdminExtras):
+    conflict_subject = "cluster"
     form = ClusterForm
     list_display = (
         "name",

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.forms import BaseFormSet, ModelForm
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -25,7 +25,6 @@ from policies.forms import (
     PolicyForm,
     RuleInlineFormSet,
     WeightRuleForm,
-    conflict_message,
 )
 from policies.models import (
     FilterRule,
@@ -36,7 +35,6 @@ from policies.models import (
     WeightRule,
 )
 from policies.services import (
-    VersionConflict,
     label_assignment_create,
     label_assignment_delete,
     label_assignment_set_enabled,
@@ -48,43 +46,20 @@ from policies.services import (
     policy_set_mode,
     policy_update,
 )
-from policies.validation import ContentError
-from portal.admin import EMPTY, ReadOnlyAdmin, json_pre, labels_text, pretty_json
+from portal.admin import (
+    EMPTY,
+    ReadOnlyAdmin,
+    ServiceWriteMixin,
+    json_pre,
+    labels_text,
+    pretty_json,
+)
 
 HISTORY_FIELDS = ("version", "created_at", "created_by", "updated_at", "updated_by")
 
 
 def _plural(count: int, one: str, many: str) -> str:
     return f"{count} {one if count == 1 else many}"
-
-
-class ServiceWriteAdmin(admin.ModelAdmin):
-    """Turns a write the service refused at save time into a message instead of a 500.
-
-    Forms already run the same validation and version check, so this only catches what changed
-    between validating and saving (another user's edit in that instant).
-    """
-
-    conflict_subject = "object"
-
-    def changeform_view(
-        self,
-        request: HttpRequest,
-        object_id: str | None = None,
-        form_url: str = "",
-        extra_context: dict | None = None,
-    ) -> HttpResponse:
-        try:
-            return super().changeform_view(request, object_id, form_url, extra_context)
-        except VersionConflict as exc:
-            self.message_user(
-                request,
-                conflict_message(self.conflict_subject, exc.current_version),
-                messages.ERROR,
-            )
-        except ContentError as exc:
-            self.message_user(request, f"Not saved: {exc}", messages.ERROR)
-        return HttpResponseRedirect(request.get_full_path())
 
 
 def cluster_display(obj: Policy | LabelAssignment) -> str:
@@ -113,7 +88,7 @@ class WeightRuleInline(admin.TabularInline):
 
 
 @admin.register(Policy)
-class PolicyAdmin(ServiceWriteAdmin):
+class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
     form = PolicyForm
     conflict_subject = "policy"
     inlines = (FilterRuleInline, WeightRuleInline)
@@ -319,7 +294,7 @@ def selector_summary(selector: dict) -> str:
 
 
 @admin.register(LabelAssignment)
-class LabelAssignmentAdmin(ServiceWriteAdmin):
+class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
     form = LabelAssignmentForm
     conflict_subject = "label assignment"
     list_display = (

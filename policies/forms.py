@@ -158,6 +158,18 @@ class RuleForm(forms.ModelForm):
         widget=forms.TextInput(attrs={"size": 18}),
     )
 
+    position = forms.IntegerField(
+        required=False,
+        min_value=0,
+        help_text="Order of the rules; leave a new rule's position empty to put it last.",
+        widget=forms.NumberInput(attrs={"style": "width: 4em"}),
+    )
+
+    def clean_position(self) -> int:
+        # Empty sorts after every numbered rule (in row order); the service renumbers on save.
+        self.sort_position = self.cleaned_data.get("position")
+        return self.sort_position or 0
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         self.rule_content: dict | None = None
@@ -187,7 +199,6 @@ TEXT_WIDGETS = {
     "condition": forms.TextInput(attrs={"size": 12}),
     "pattern": forms.TextInput(attrs={"size": 14}),
     "message": forms.TextInput(attrs={"size": 20}),
-    "position": forms.NumberInput(attrs={"style": "width: 4em"}),
 }
 
 
@@ -240,7 +251,8 @@ class WeightRuleForm(RuleForm):
 
 class RuleInlineFormSet(forms.BaseInlineFormSet):
     def rule_contents(self) -> list[dict]:
-        """Canonical rules of the kept rows, in position order (ties keep the row order)."""
+        """Canonical rules of the kept rows, in position order (ties keep the row order, rows
+        without a position come last)."""
         kept = []
         for index, form in enumerate(self.forms):
             if self.can_delete and self._should_delete_form(form):
@@ -248,8 +260,9 @@ class RuleInlineFormSet(forms.BaseInlineFormSet):
             content = getattr(form, "rule_content", None)
             if content is None:
                 continue  # an untouched extra row
-            kept.append((form.cleaned_data.get("position") or 0, index, content))
-        return [content for _, _, content in sorted(kept, key=lambda t: (t[0], t[1]))]
+            position = getattr(form, "sort_position", None)
+            kept.append((position is None, position or 0, index, content))
+        return [content for *_, content in sorted(kept, key=lambda t: t[:3])]
 
 
 class LabelAssignmentForm(VersionedForm):

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
+from policies.forms import conflict_message
+from policies.services import VersionConflict
+from policies.validation import ContentError
 from portal.models import AuditEntry
 
 admin.site.site_header = "Scheduling Policy Portal"
@@ -70,7 +73,7 @@ def age(moment: datetime | None, *, never: str = "never") -> str:
     """'3 minutes ago' style age of a timestamp."""
     if moment is None:
         return never
-    if moment > timezone.now():
+    if timezone.now() - moment < timedelta(minutes=1):
         return "just now"
     return f"{timesince(moment, depth=1)} ago"
 
@@ -83,6 +86,35 @@ def labels_text(labels: dict[str, str] | None, limit: int = 0) -> str:
     if limit and len(items) > limit:
         text += f", … (+{len(items) - limit})"
     return text or EMPTY
+
+
+class ServiceWriteMixin:
+    """Turns a write the service refused at save time into a message instead of a 500.
+
+    Forms already run the same validation and version check, so this only catches what changed
+    between validating and saving (another user's edit in that instant).
+    """
+
+    conflict_subject = "object"
+
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict | None = None,
+    ) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except VersionConflict as exc:
+            self.message_user(
+                request,
+                conflict_message(self.conflict_subject, exc.current_version),
+                messages.ERROR,
+            )
+        except ContentError as exc:
+            self.message_user(request, f"Not saved: {exc}", messages.ERROR)
+        return HttpResponseRedirect(request.get_full_path())
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -193,6 +193,31 @@ def test_editing_a_policy_makes_version_two_and_keeps_rule_order(
     assert updates.get().before["description"] == "GPU jobs go to A100 nodes"
 
 
+def test_new_rule_without_a_position_goes_last(admin_client: Client, policy: Policy) -> None:
+    data = form_data(admin_client.get(change_url(policy)))
+    set_rows(
+        data,
+        "filter_rules",
+        [{"kind": "name", "pattern": "node-*", "operator": "Matches", "position": ""}],
+        start=1,
+    )
+    assert admin_client.post(change_url(policy), data).status_code == 302
+    assert [(r.kind, r.position) for r in policy.filter_rules.all()] == [
+        ("label", 0),
+        ("name", 1),
+    ]
+
+
+def test_unchanged_extra_rows_are_ignored(admin_client: Client, cluster: Cluster) -> None:
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update(name="no-rules", mode="dry-run")
+    assert admin_client.post(admin_url(Policy, "add"), data).status_code == 302
+    policy = Policy.objects.get(name="no-rules")
+    assert policy_content(policy)["filter_rules"] == []
+    assert policy.mode == "dry-run"
+    assert policy.cluster is None
+
+
 def test_deleting_a_rule_in_the_inline_removes_it(admin_client: Client, policy: Policy) -> None:
     data = form_data(admin_client.get(change_url(policy)))
     data["weight_rules-0-DELETE"] = "on"
@@ -247,7 +272,7 @@ INVALID_RULES = [
         "filter_rules",
         {"kind": "resource", "resource": "memory", "operator": "Gte", "quantity": "8 GB"},
         "quantity",
-        "",
+        "must not contain whitespace",
         id="invalid-quantity",
     ),
     pytest.param(
@@ -350,6 +375,33 @@ def test_stale_edit_shows_a_conflict_instead_of_overwriting(
     assert policy.version == 2
     assert policy.description == "GPU jobs go to A100 nodes"
     assert not policy.enabled
+
+
+def test_edit_racing_another_save_is_refused_with_a_message(
+    admin_client: Client, admin_user: User, policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import policies.admin
+    from policies.services import policy_update
+
+    def someone_else_saves_first(**kwargs: Any) -> Policy:
+        # The other edit lands after this form was validated, right before it is saved.
+        policy_set_enabled(actor=admin_user, policy=policy, enabled=False)
+        return policy_update(**kwargs)
+
+    monkeypatch.setattr(policies.admin, "policy_update", someone_else_saves_first)
+    data = form_data(admin_client.get(change_url(policy)))
+    data["description"] = "my edit"
+    response = admin_client.post(change_url(policy), data, follow=True)
+
+    assert response.redirect_chain == [(change_url(policy), 302)]
+    assert "changed by someone else since you opened it (now version 2)" in (
+        response.content.decode()
+    )
+    policy.refresh_from_db()
+    # The request's transaction rolled back: nothing of this edit was written (the simulated
+    # racing edit ran inside the same request, so it was rolled back with it).
+    assert policy.version == 1
+    assert policy.description == "GPU jobs go to A100 nodes"
 
 
 # --- policy actions -------------------------------------------------------------------------
@@ -676,6 +728,20 @@ def test_invalid_label_assignment_is_reported_on_the_field(
     assert list(errors) == [field], errors
     assert any(message in m for m in errors[field]), errors[field]
     assert not LabelAssignment.objects.exists()
+
+
+def test_ages_read_like_people_say_them() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from portal.admin import age
+
+    now = timezone.now()
+    assert age(None) == "never"
+    assert age(now) == "just now"
+    assert age(now - timedelta(minutes=3, seconds=5)) == "3\xa0minutes ago"
+    assert age(now - timedelta(days=2, hours=5)) == "2\xa0days ago"
 
 
 # --- history is read-only -------------------------------------------------------------------

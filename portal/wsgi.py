@@ -1,4 +1,8 @@
-"""WSGI entry point for gunicorn."""
+"""WSGI entry point for gunicorn: a small dispatcher in front of Django.
+
+kube-scheduler's calls (``/extender/...``) and the probe and metrics routes go straight to their
+WSGI handlers, skipping Django's middleware stack; everything else is the Django application.
+"""
 
 import os
 
@@ -6,4 +10,29 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-application = get_wsgi_application()
+django_application = get_wsgi_application()  # runs django.setup(): settings are ready below
+
+from extender.handler import application as extender_application  # noqa: E402
+
+
+def _observability_routes() -> dict:
+    try:
+        from extender.health import wsgi_routes
+    except (ImportError, AttributeError):
+        return {}
+    routes = wsgi_routes() if callable(wsgi_routes) else wsgi_routes
+    return dict(routes or {})
+
+
+ROUTES = _observability_routes()
+
+
+def application(environ, start_response):
+    """Route one request to the extender, an observability route, or Django."""
+    path = environ.get("PATH_INFO", "")
+    if path.startswith("/extender/") or path == "/extender":
+        return extender_application(environ, start_response)
+    route = ROUTES.get(path)
+    if route is not None:
+        return route(environ, start_response)
+    return django_application(environ, start_response)

@@ -1,0 +1,187 @@
+"""The WSGI application kube-scheduler talks to: ``POST /extender/[<cluster>/]<verb>``.
+
+Deliberately not a Django view: no middleware, no ORM, no per-request settings lookups. Every
+bad request gets a 4xx with ``{"Error": "<what is wrong>"}``; nothing a client sends can make it
+answer 500 (an unexpected internal error still does, logged, rather than killing the worker).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import orjson
+from django.conf import settings
+
+from extender import observe
+from extender.holder import holder
+from extender.verbs import VERBS
+from extender.wire import WireError, decode_body
+from policies.engine.snapshot import ClusterSnapshot, Snapshot
+
+try:
+    from extender.refresh import ensure_started
+except ImportError:  # the refresher is optional: without it the first load is the only one
+
+    def ensure_started() -> None:
+        return None
+
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "/extender/"
+# Read once: the hot path does not go through Django's settings object.
+MAX_BODY_BYTES: int = settings.EXTENDER_MAX_BODY_BYTES
+_READ_CHUNK = 1 << 20
+_first_load = threading.Lock()
+
+StartResponse = Callable[..., object]
+_JSON_HEADERS = [("Content-Type", "application/json")]
+
+
+def _respond(start_response: StartResponse, status: int, body: bytes, extra=()) -> list[bytes]:
+    reason = _REASONS.get(status, "Error")
+    headers = [*_JSON_HEADERS, ("Content-Length", str(len(body))), *extra]
+    start_response(f"{status} {reason}", headers)
+    return [body]
+
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Content Too Large",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def _route(path: str) -> tuple[str | None, str]:
+    """(cluster name or None for the default cluster, verb) from the request path."""
+    parts = path[len(PREFIX) :].split("/") if path.startswith(PREFIX) else []
+    if parts and parts[-1] == "" and len(parts) > 1:
+        parts.pop()  # tolerate one trailing slash
+    if len(parts) == 1 and parts[0] in VERBS:
+        return None, parts[0]
+    if len(parts) == 2 and parts[0] and parts[1] in VERBS:
+        return parts[0], parts[1]
+    verbs = ", ".join(VERBS)
+    raise WireError(
+        404,
+        "not_found",
+        f"no extender endpoint at {path!r}: use POST /extender/<cluster>/<verb> or "
+        f"/extender/<verb> (default cluster), verb one of {verbs}",
+    )
+
+
+def _snapshot() -> Snapshot:
+    snapshot = holder.snapshot
+    if snapshot is not None:
+        return snapshot
+    with _first_load:
+        if holder.snapshot is not None:
+            return holder.snapshot
+        try:
+            return holder.load()
+        except Exception as exc:
+            logger.warning("could not load the policy snapshot: %s", exc)
+            raise WireError(
+                503, "no_snapshot", f"no policy snapshot loaded yet: {holder.last_error or exc}"
+            ) from None
+
+
+def _cluster(snapshot: Snapshot, name: str | None) -> ClusterSnapshot:
+    if name is None:
+        name = snapshot.default_cluster
+        if name is None:
+            raise WireError(
+                404,
+                "unknown_cluster",
+                "no default cluster is configured: use /extender/<cluster>/<verb>",
+            )
+    cluster = snapshot.clusters.get(name)
+    if cluster is None:
+        raise WireError(404, "unknown_cluster", f"unknown cluster {name!r}")
+    return cluster
+
+
+def _read_body(environ: dict) -> bytes:
+    stream = environ["wsgi.input"]
+    declared = environ.get("CONTENT_LENGTH") or ""
+    if declared:
+        if not (declared.isascii() and declared.isdigit()):
+            raise WireError(400, "bad_request", f"invalid Content-Length {declared!r}")
+        length = int(declared)
+        if length > MAX_BODY_BYTES:
+            raise _too_large(f"{length} bytes")
+        body = stream.read(length) if length else b""
+        if len(body) < length:
+            raise WireError(
+                400, "bad_request", f"request body ended after {len(body)} of {length} bytes"
+            )
+        return body
+    if not environ.get("wsgi.input_terminated"):
+        return b""  # no length and no chunked framing: PEP 3333 says there is no body
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = stream.read(min(_READ_CHUNK, MAX_BODY_BYTES + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > MAX_BODY_BYTES:
+            raise _too_large(f"more than {MAX_BODY_BYTES} bytes")
+
+
+def _too_large(size: str) -> WireError:
+    return WireError(
+        413,
+        "too_large",
+        f"request body of {size} is over the extender's limit of {MAX_BODY_BYTES} bytes "
+        "(EXTENDER_MAX_BODY_BYTES)",
+    )
+
+
+def application(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
+    """Serve one extender call."""
+    ensure_started()
+    started = time.perf_counter()
+    verb = "unknown"
+    cluster_name = ""
+    try:
+        name, verb = _route(environ.get("PATH_INFO", ""))
+        cluster_name = name or ""
+        method = environ.get("REQUEST_METHOD", "")
+        if method != "POST":
+            error = WireError(
+                405, "method_not_allowed", f"method {method} is not allowed: use POST"
+            )
+            observe.record_error(verb, cluster_name, error.kind)
+            return _respond(
+                start_response, 405, orjson.dumps({"Error": error.message}), [("Allow", "POST")]
+            )
+        snapshot = _snapshot()
+        cluster = _cluster(snapshot, name)
+        cluster_name = cluster.name
+        fields = decode_body(_read_body(environ))
+        reply = VERBS[verb](snapshot, cluster, fields)
+    except WireError as exc:
+        observe.record_error(verb, cluster_name, exc.kind)
+        return _respond(start_response, exc.status, orjson.dumps({"Error": exc.message}))
+    except Exception as exc:
+        logger.exception("extender %s for cluster %r failed", verb, cluster_name)
+        observe.record_error(verb, cluster_name, "internal")
+        message = f"internal error in the extender ({type(exc).__name__}); see the portal's log"
+        return _respond(start_response, 500, orjson.dumps({"Error": message}))
+    result = _respond(start_response, 200, reply.body)
+    record = reply.record
+    record.duration_seconds = time.perf_counter() - started
+    try:
+        observe.record_call(record)
+    except Exception:  # reporting must never cost the scheduler its answer
+        logger.exception("recording an extender call failed")
+    return result

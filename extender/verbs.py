@@ -1,0 +1,297 @@
+"""The extender verbs: filter, prioritize, preempt, bind, decided from the snapshot.
+
+Each takes the decoded request and the cluster's snapshot and returns the reply body and the
+CallRecord for metrics and the decision log. Names mode (``NodeNames``) reads the inventory in
+the snapshot; full mode (``Nodes``) judges the request's node objects (plus label assignments)
+and echoes the passing ones unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import orjson
+from msgspec import Raw
+
+from extender import wire
+from extender.observe import CallRecord
+from policies.engine.evaluate import (
+    ALLOW,
+    ClusterEvaluator,
+    FilterOutcome,
+    PolicySetTable,
+    RuleKey,
+    filter_names,
+    score_names,
+)
+from policies.engine.facts import NodeFacts, node_facts
+from policies.engine.pods import PodFacts
+from policies.engine.quantities import QuantityError, to_base_units
+from policies.engine.snapshot import ClusterSnapshot, Snapshot
+
+# How many rejected nodes and top scores one decision-log entry keeps.
+MAX_RECORDED_NODES = 50
+MAX_RECORDED_SCORES = 10
+MAX_CACHED_QUANTITIES = 100_000
+
+logger = logging.getLogger(__name__)
+_quantities: dict[tuple[str, str], int] = {}
+
+
+@dataclass(slots=True)
+class Reply:
+    body: bytes
+    record: CallRecord
+
+
+def _record(
+    verb: str,
+    cluster: ClusterSnapshot,
+    snapshot: Snapshot,
+    mode: str,
+    pod: PodFacts,
+    nodes_in: int,
+    nodes_out: int,
+    table: PolicySetTable | None,
+) -> CallRecord:
+    return CallRecord(
+        verb=verb,
+        cluster=cluster.name,
+        mode=mode,
+        pod_namespace=pod.namespace,
+        pod_name=pod.name,
+        pod_uid=pod.uid,
+        nodes_in=nodes_in,
+        nodes_out=nodes_out,
+        duration_seconds=0.0,
+        snapshot_revision=snapshot.revision,
+        policy_versions=dict(table.versions) if table is not None else {},
+    )
+
+
+def _count_rules(names: Sequence[str], rules: dict[str, tuple[RuleKey, ...]]) -> dict[RuleKey, int]:
+    counts: dict[RuleKey, int] = {}
+    for keys, times in Counter(map(rules.get, names)).items():
+        for key in keys or ():
+            counts[key] = counts.get(key, 0) + times
+    return counts
+
+
+def _note_filter(record: CallRecord, outcome: FilterOutcome, table: PolicySetTable) -> None:
+    rejected = outcome.rejected
+    if rejected:
+        record.rejected = list(rejected.items())[:MAX_RECORDED_NODES]
+        record.rejections_by_rule = _count_rules(list(rejected), table.reject_rules)
+    dry = outcome.dry_run_rejected
+    if dry:
+        record.dry_run_rejected = list(dry.items())[:MAX_RECORDED_NODES]
+        record.dry_run_rejections_by_rule = _count_rules(list(dry), table.dry_reject_rules)
+
+
+def _top_scores(names: Sequence[str], scores: Sequence[int]) -> list[tuple[str, int]]:
+    best: dict[str, int] = {}
+    for name, score in zip(names, scores, strict=True):
+        if score > best.get(name, -1):
+            best[name] = score
+    ranked = sorted(best.items(), key=lambda item: (-item[1], item[0]))
+    return ranked[:MAX_RECORDED_SCORES]
+
+
+# --- names mode -----------------------------------------------------------------------------
+
+
+def names_table(cluster: ClusterSnapshot, pod: PodFacts) -> PolicySetTable:
+    """The combined verdicts over the inventory for the policies that select ``pod``."""
+    evaluator = cluster.evaluator
+    return evaluator.table(evaluator.active(pod))
+
+
+# --- full mode ------------------------------------------------------------------------------
+
+
+def _base_units(resource: str, quantity: str) -> int:
+    key = (resource, quantity)
+    value = _quantities.get(key)
+    if value is None:
+        try:
+            value = to_base_units(resource, quantity)
+        except (QuantityError, TypeError, ValueError):
+            value = 0  # like the inventory: an unreadable quantity counts as absent
+        if len(_quantities) >= MAX_CACHED_QUANTITIES:
+            _quantities.clear()
+        _quantities[key] = value
+    return value
+
+
+def _facts(cluster: ClusterSnapshot, node: wire.NodeObject) -> NodeFacts:
+    key = (node.name, node.resource_version)
+    if node.resource_version:
+        cached = cluster.node_object_facts.get(key)
+        if cached is not None:
+            return cached
+    facts = node_facts(
+        node.name,
+        labels=node.labels,
+        allocatable={r: _base_units(r, q) for r, q in node.allocatable.items()},
+        conditions=node.conditions,
+        assignments=cluster.assignments,
+    )
+    if node.resource_version:
+        cluster.remember_node_object(key, facts)
+    return facts
+
+
+def full_table(
+    cluster: ClusterSnapshot, pod: PodFacts, nodes: Sequence[wire.NodeObject]
+) -> PolicySetTable:
+    """Combined verdicts over the request's own node objects for the policies selecting ``pod``."""
+    active = [cluster.policies[i] for i in cluster.evaluator.active(pod)]
+    evaluator = ClusterEvaluator(active, [_facts(cluster, node) for node in nodes])
+    return evaluator.table(tuple(range(len(active))))
+
+
+def _decode_nodes(raws: list[Raw]) -> list[wire.NodeObject]:
+    return [wire.decode_node(raw, i) for i, raw in enumerate(raws)]
+
+
+# --- verbs ----------------------------------------------------------------------------------
+
+
+def _request_nodes(
+    fields: dict[str, Raw],
+) -> tuple[list[str] | None, list[wire.NodeObject] | None]:
+    names = wire.decode_node_names(fields)
+    raws = wire.decode_node_list(fields)
+    if names is not None and raws is not None:
+        raise wire.bad_request("request has both Nodes and NodeNames: send one of them")
+    if names is None and raws is None:
+        raise wire.bad_request("request has neither NodeNames nor Nodes")
+    return names, (_decode_nodes(raws) if raws is not None else None)
+
+
+def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str, Raw]) -> Reply:
+    """ExtenderArgs -> ExtenderFilterResult; rejects go to FailedAndUnresolvableNodes."""
+    pod = wire.decode_pod(fields)
+    names, nodes = _request_nodes(fields)
+    if names is not None:
+        table = names_table(cluster, pod)
+        outcome = filter_names(
+            table, names, unknown_node_action=cluster.unknown_node_action, cluster=cluster.name
+        )
+        body = orjson.dumps(
+            {
+                "Nodes": None,
+                "NodeNames": outcome.passed,
+                "FailedNodes": {},
+                "FailedAndUnresolvableNodes": outcome.rejected,
+                "Error": "",
+            }
+        )
+        record = _record("filter", cluster, snapshot, "names", pod, len(names), 0, table)
+    else:
+        assert nodes is not None
+        table = full_table(cluster, pod, nodes)
+        node_names = [node.name for node in nodes]
+        outcome = filter_names(table, node_names, unknown_node_action=ALLOW, cluster=cluster.name)
+        reject = table.reject
+        kept = [node.raw for node in nodes if reject.get(node.name) is None]
+        body = b"".join(
+            (
+                b'{"Nodes":{"metadata":{},"items":[',
+                b",".join(kept),
+                b']},"NodeNames":null,"FailedNodes":{},"FailedAndUnresolvableNodes":',
+                orjson.dumps(outcome.rejected),
+                b',"Error":""}',
+            )
+        )
+        record = _record("filter", cluster, snapshot, "full", pod, len(nodes), 0, table)
+    record.nodes_out = len(outcome.passed)
+    _note_filter(record, outcome, table)
+    return Reply(body, record)
+
+
+def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str, Raw]) -> Reply:
+    """ExtenderArgs -> HostPriorityList: one integer score 0..10 per input node, in order."""
+    pod = wire.decode_pod(fields)
+    names, nodes = _request_nodes(fields)
+    if names is not None:
+        table = names_table(cluster, pod)
+        mode = "names"
+    else:
+        assert nodes is not None
+        table = full_table(cluster, pod, nodes)
+        names = [node.name for node in nodes]
+        mode = "full"
+    scores = score_names(table, names)
+    body = orjson.dumps(
+        [{"Host": name, "Score": score} for name, score in zip(names, scores, strict=True)]
+    )
+    record = _record("prioritize", cluster, snapshot, mode, pod, len(names), len(names), table)
+    record.top_scores = _top_scores(names, scores)
+    return Reply(body, record)
+
+
+def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str, Raw]) -> Reply:
+    """ExtenderPreemptionArgs -> ExtenderPreemptionResult: the candidates that pass the pod's
+    filter, victims unchanged; placeholders (no victims) pass through."""
+    pod = wire.decode_pod(fields)
+    candidates = wire.decode_victims(fields)
+    table = names_table(cluster, pod)
+    outcome = filter_names(
+        table,
+        list(candidates),
+        unknown_node_action=cluster.unknown_node_action,
+        cluster=cluster.name,
+    )
+    rejected = outcome.rejected
+    kept = {
+        name: wire.encode_victims(victims)
+        for name, victims in candidates.items()
+        if name not in rejected or not victims.uids
+    }
+    body = orjson.dumps({"NodeNameToMetaVictims": kept})
+    record = _record("preempt", cluster, snapshot, "names", pod, len(candidates), len(kept), table)
+    _note_filter(record, outcome, table)
+    return Reply(body, record)
+
+
+def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str, Raw]) -> Reply:
+    """ExtenderBindingArgs -> ExtenderBindingResult; a failure is HTTP 200 with Error set."""
+    if not cluster.bind_enabled:
+        raise wire.WireError(
+            404, "bind_disabled", f"bind is not enabled for cluster {cluster.name}"
+        )
+    args = wire.decode_binding(fields)
+    from inventory.binding import BindError, bind_pod
+
+    error = ""
+    try:
+        bind_pod(
+            cluster_name=cluster.name,
+            namespace=args.pod_namespace,
+            name=args.pod_name,
+            uid=args.pod_uid,
+            node=args.node,
+        )
+    except BindError as exc:
+        error = str(exc) or "binding failed"
+    except Exception as exc:  # the scheduler must get an answer it can read, not a 500
+        logger.exception("binding %s/%s to %s failed", args.pod_namespace, args.pod_name, args.node)
+        error = f"binding failed: {exc}"
+    body = orjson.dumps({"Error": error})
+    pod = PodFacts(namespace=args.pod_namespace, name=args.pod_name, uid=args.pod_uid)
+    record = _record("bind", cluster, snapshot, "names", pod, 1, 0 if error else 1, None)
+    if error:
+        record.rejected = [(args.node, error)]
+    return Reply(body, record)
+
+
+VERBS = {
+    "filter": do_filter,
+    "prioritize": do_prioritize,
+    "preempt": do_preempt,
+    "bind": do_bind,
+}

@@ -1,0 +1,358 @@
+"""Evaluation of one pod against a cluster's nodes (DESIGN.md §3, "Evaluation for one pod").
+
+The extender, the simulate API and the UI all go through the same pieces, so they cannot
+disagree:
+
+1. ``ClusterEvaluator`` judges every rule of the cluster's policies once per distinct node fact
+   (at snapshot build time for the inventory, per request for full-mode node objects).
+2. ``active_positions`` picks the policies that select the pod; ``ClusterEvaluator.table`` combines
+   their verdicts into a ``PolicySetTable`` (cached per set of policies: real pods select few).
+3. ``filter_names`` and ``score_names`` answer for the request's nodes with about one dict
+   lookup per node; ``normalise`` maps raw scores to kube-scheduler's 0..10.
+
+``evaluate_pod`` strings these together for callers that want the whole picture at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import compress, repeat
+
+from policies.engine.facts import NodeFacts, NodeTable
+from policies.engine.pods import PodFacts
+from policies.engine.policy import CompiledPolicy, active_positions
+from policies.engine.rules import FilterCheck, WeightCheck
+
+ALLOW = "allow"
+DENY = "deny"
+MAX_SCORE = 10
+# Distinct policy sets cached per evaluator; beyond this the cache starts over (a guard against
+# pathological pod label churn, not a limit real clusters reach).
+MAX_CACHED_SETS = 4096
+
+RuleKey = tuple[str, str]  # (policy name, rule label)
+
+
+class _Unknown:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
+
+def unknown_node_reason(name: str, cluster: str) -> str:
+    """Why a node name the inventory does not hold is rejected (``unknown_node_action: deny``)."""
+    return f'node "{name}" is not in the portal\'s inventory of cluster "{cluster}"'
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PolicySetTable:
+    """The combined verdicts of one set of active policies over an evaluator's nodes.
+
+    ``reject`` holds every known node: None when it passes every enforce filter rule, else the
+    reasons (``"; "``-joined). The other maps are sparse: absent means nothing to say.
+    """
+
+    enforce: tuple[CompiledPolicy, ...]
+    dry_run: tuple[CompiledPolicy, ...]
+    reject: dict[str, str | None]
+    reject_rules: dict[str, tuple[RuleKey, ...]]
+    dry_reject: dict[str, str]
+    dry_reject_rules: dict[str, tuple[RuleKey, ...]]
+    static: dict[str, float]
+    resource_terms: tuple[tuple[int, dict[str, int]], ...]
+    dry_static: dict[str, float]
+    dry_resource_terms: tuple[tuple[int, dict[str, int]], ...]
+    # policy name -> version, for the active policies (enforce and dry-run)
+    versions: dict[str, int]
+
+    @property
+    def scored(self) -> bool:
+        """True when an enforce weight rule applies (else every score is 0)."""
+        return bool(self.static or self.resource_terms)
+
+
+class ClusterEvaluator:
+    """Every rule of a cluster's policies judged over a fixed list of nodes."""
+
+    def __init__(self, policies: Sequence[CompiledPolicy], nodes: Sequence[NodeFacts]) -> None:
+        self.policies: tuple[CompiledPolicy, ...] = tuple(policies)
+        columns = [c.column for p in self.policies for c in (*p.filters, *p.weights)]
+        self.nodes = NodeTable(nodes, columns)
+        # Per policy position, per rule: the codes (node values) the rule fails, with reasons.
+        self._failing: tuple[tuple[tuple[FilterCheck, dict[int, str]], ...], ...] = tuple(
+            tuple(self._judge(check) for check in policy.filters) for policy in self.policies
+        )
+        # Per policy position, per node-only weight rule: non-zero contribution per code.
+        self._contributions: tuple[tuple[tuple[WeightCheck, dict[int, float]], ...], ...] = tuple(
+            tuple(
+                (check, self._contribute(check))
+                for check in policy.weights
+                if check.contribution is not None
+            )
+            for policy in self.policies
+        )
+        self._tables: dict[tuple[int, ...], PolicySetTable] = {}
+        self._allocatable: dict[str, dict[str, int]] = {}
+
+    def _judge(self, check: FilterCheck) -> tuple[FilterCheck, dict[int, str]]:
+        _, values = self.nodes.column(check.column)
+        failing: dict[int, str] = {}
+        for code, value in enumerate(values):
+            observed = check.judge(value)
+            if observed is not None:
+                failing[code] = check.reason(observed)
+        return check, failing
+
+    def _contribute(self, check: WeightCheck) -> dict[int, float]:
+        _, values = self.nodes.column(check.column)
+        assert check.contribution is not None
+        amounts = {code: check.contribution(value) for code, value in enumerate(values)}
+        return {code: amount for code, amount in amounts.items() if amount}
+
+    def active(self, pod: PodFacts) -> tuple[int, ...]:
+        """Positions of the policies that select ``pod``: the key of its PolicySetTable."""
+        return active_positions(self.policies, pod)
+
+    def table(self, positions: tuple[int, ...]) -> PolicySetTable:
+        """The combined verdicts of the policies at ``positions``, built once per set."""
+        table = self._tables.get(positions)
+        if table is None:
+            table = self._build_table(positions)
+            if len(self._tables) >= MAX_CACHED_SETS:
+                self._tables = {}
+            self._tables[positions] = table
+        return table
+
+    def _nodes_failing(self, positions: Iterable[int]) -> dict[int, list[tuple[FilterCheck, str]]]:
+        fails: dict[int, list[tuple[FilterCheck, str]]] = {}
+        count = len(self.nodes)
+        for position in positions:
+            for check, failing in self._failing[position]:
+                if not failing:
+                    continue
+                codes, _ = self.nodes.column(check.column)
+                hit = failing.__contains__
+                for i in compress(range(count), map(hit, codes)):
+                    fails.setdefault(i, []).append((check, failing[codes[i]]))
+        return fails
+
+    def _static(self, positions: Iterable[int]) -> dict[str, float]:
+        raw: dict[int, float] = {}
+        count = len(self.nodes)
+        for position in positions:
+            for check, amounts in self._contributions[position]:
+                if not amounts:
+                    continue
+                codes, _ = self.nodes.column(check.column)
+                for i in compress(range(count), map(amounts.__contains__, codes)):
+                    raw[i] = raw.get(i, 0.0) + amounts[codes[i]]
+        names = self.nodes.names
+        return {names[i]: amount for i, amount in raw.items() if amount}
+
+    def _resource_terms(self, positions: Iterable[int]) -> tuple[tuple[int, dict[str, int]], ...]:
+        terms = []
+        for position in positions:
+            for check in self.policies[position].weights:
+                if check.contribution is None:
+                    terms.append((check.weight, self._allocatable_map(check.column[1])))
+        return tuple(terms)
+
+    def _allocatable_map(self, resource: str) -> dict[str, int]:
+        allocatable = self._allocatable.get(resource)
+        if allocatable is None:
+            column = ("allocatable", resource)
+            allocatable = {
+                name: value
+                for name, value in zip(self.nodes.names, self.nodes.values(column), strict=True)
+                if value
+            }
+            self._allocatable[resource] = allocatable
+        return allocatable
+
+    def _build_table(self, positions: tuple[int, ...]) -> PolicySetTable:
+        enforce = tuple(p for p in positions if self.policies[p].enforce)
+        dry_run = tuple(p for p in positions if not self.policies[p].enforce)
+        names = self.nodes.names
+        rule_sets: dict[tuple[RuleKey, ...], tuple[RuleKey, ...]] = {}
+
+        def rules_of(fails: list[tuple[FilterCheck, str]]) -> tuple[RuleKey, ...]:
+            keys = tuple((check.policy, check.label) for check, _ in fails)
+            return rule_sets.setdefault(keys, keys)
+
+        reject: dict[str, str | None] = dict.fromkeys(names)
+        reject_rules: dict[str, tuple[RuleKey, ...]] = {}
+        for i, fails in self._nodes_failing(enforce).items():
+            reject[names[i]] = "; ".join(reason for _, reason in fails)
+            reject_rules[names[i]] = rules_of(fails)
+        dry_reject: dict[str, str] = {}
+        dry_reject_rules: dict[str, tuple[RuleKey, ...]] = {}
+        for i, fails in self._nodes_failing(dry_run).items():
+            dry_reject[names[i]] = "; ".join(reason for _, reason in fails)
+            dry_reject_rules[names[i]] = rules_of(fails)
+        return PolicySetTable(
+            enforce=tuple(self.policies[p] for p in enforce),
+            dry_run=tuple(self.policies[p] for p in dry_run),
+            reject=reject,
+            reject_rules=reject_rules,
+            dry_reject=dry_reject,
+            dry_reject_rules=dry_reject_rules,
+            static=self._static(enforce),
+            resource_terms=self._resource_terms(enforce),
+            dry_static=self._static(positions) if dry_run else {},
+            dry_resource_terms=self._resource_terms(positions) if dry_run else (),
+            versions={self.policies[p].name: self.policies[p].version for p in positions},
+        )
+
+
+@dataclass(slots=True)
+class FilterOutcome:
+    """Which of the request's nodes pass, and why the others do not."""
+
+    passed: list[str]
+    rejected: dict[str, str]
+    # What dry-run policies would have rejected (never part of the response).
+    dry_run_rejected: dict[str, str] = field(default_factory=dict)
+
+
+def filter_names(
+    table: PolicySetTable, names: Sequence[str], *, unknown_node_action: str, cluster: str
+) -> FilterOutcome:
+    """Filter the request's node names; unknown names follow ``unknown_node_action``."""
+    reject = table.reject
+    passed: list[str] = []
+    rejected: dict[str, str] = {}
+    allow_unknown = unknown_node_action == ALLOW
+    for name in names:
+        reason = reject.get(name, UNKNOWN)
+        if reason is None:
+            passed.append(name)
+        elif reason is UNKNOWN:
+            if allow_unknown:
+                passed.append(name)
+            else:
+                rejected[name] = unknown_node_reason(name, cluster)
+        else:
+            rejected[name] = reason  # type: ignore[assignment]
+    dry_run_rejected: dict[str, str] = {}
+    if table.dry_reject:
+        dry = table.dry_reject
+        for name in names:
+            reason = dry.get(name)
+            if reason is not None:
+                dry_run_rejected[name] = reason
+    return FilterOutcome(passed, rejected, dry_run_rejected)
+
+
+def raw_scores(
+    names: Sequence[str],
+    static: dict[str, float],
+    resource_terms: tuple[tuple[int, dict[str, int]], ...],
+) -> list[float]:
+    """Raw score per name: node-only contributions plus resource weights scaled by the
+    largest allocatable among ``names`` (0 when that is 0). Unknown names contribute 0."""
+    raws = list(map(static.get, names, repeat(0.0)))
+    for weight, allocatable in resource_terms:
+        amounts = list(map(allocatable.get, names, repeat(0)))
+        top = max(amounts, default=0)
+        if top > 0:
+            raws = [raw + weight * amount / top for raw, amount in zip(raws, amounts, strict=True)]
+    return raws
+
+
+def normalise(raws: Sequence[float]) -> list[int]:
+    """``floor(10 * (raw - min) / (max - min) + 0.5)`` per node; all 0 when max == min."""
+    if not raws:
+        return []
+    low, high = min(raws), max(raws)
+    if high == low:
+        return [0] * len(raws)
+    span = high - low
+    score = {raw: math.floor(MAX_SCORE * (raw - low) / span + 0.5) for raw in set(raws)}
+    return list(map(score.__getitem__, raws))
+
+
+def score_names(table: PolicySetTable, names: Sequence[str]) -> list[int]:
+    """Scores 0..10 for the request's nodes, one per name in order (duplicates included)."""
+    if not table.scored:
+        return [0] * len(names)
+    return normalise(raw_scores(names, table.static, table.resource_terms))
+
+
+@dataclass(slots=True)
+class PodEvaluation:
+    """Everything the engine decides for one pod over a list of nodes."""
+
+    policies: list[str]
+    dry_run_policies: list[str]
+    passed: list[str]
+    rejected: dict[str, str]
+    rejected_rules: dict[str, tuple[RuleKey, ...]]
+    dry_run_rejected: dict[str, str]
+    raw_scores: dict[str, float]
+    scores: dict[str, int]
+    # Scores as they would be with the dry-run policies enforced too.
+    dry_run_scores: dict[str, int]
+
+
+def evaluate_names(
+    evaluator: ClusterEvaluator,
+    pod: PodFacts,
+    names: Sequence[str],
+    *,
+    cluster: str,
+    unknown_node_action: str = DENY,
+) -> PodEvaluation:
+    """Filter ``names`` for ``pod`` and score the nodes that pass, as kube-scheduler would
+    (it calls prioritize with the nodes the filter kept)."""
+    table = evaluator.table(evaluator.active(pod))
+    outcome = filter_names(table, names, unknown_node_action=unknown_node_action, cluster=cluster)
+    passed = outcome.passed
+    raws = raw_scores(passed, table.static, table.resource_terms)
+    scores = normalise(raws) if table.scored else [0] * len(passed)
+    if table.dry_run:
+        dry_raws = raw_scores(passed, table.dry_static, table.dry_resource_terms)
+        dry_scores = normalise(dry_raws)
+    else:
+        dry_scores = scores
+    return PodEvaluation(
+        policies=[p.name for p in table.enforce],
+        dry_run_policies=[p.name for p in table.dry_run],
+        passed=passed,
+        rejected=outcome.rejected,
+        rejected_rules={
+            n: table.reject_rules[n] for n in outcome.rejected if n in table.reject_rules
+        },
+        dry_run_rejected=outcome.dry_run_rejected,
+        raw_scores=dict(zip(passed, raws, strict=True)),
+        scores=dict(zip(passed, scores, strict=True)),
+        dry_run_scores=dict(zip(passed, dry_scores, strict=True)),
+    )
+
+
+def evaluate_pod(
+    policies: Sequence[CompiledPolicy],
+    pod: PodFacts,
+    nodes: Sequence[NodeFacts],
+    *,
+    cluster: str,
+    unknown_names: Sequence[str] = (),
+    unknown_node_action: str = DENY,
+) -> PodEvaluation:
+    """Evaluate ``pod`` over ``nodes`` (facts with effective labels) in ``cluster``.
+
+    ``policies`` may include policies of other clusters and disabled ones: only those that apply
+    are used. ``unknown_names`` are node names without facts, handled per
+    ``unknown_node_action`` exactly as the extender handles names missing from its inventory.
+    """
+    applicable = [p for p in policies if p.applies_to_cluster(cluster)]
+    evaluator = ClusterEvaluator(applicable, nodes)
+    names = [*evaluator.nodes.names, *unknown_names]
+    return evaluate_names(
+        evaluator, pod, names, cluster=cluster, unknown_node_action=unknown_node_action
+    )

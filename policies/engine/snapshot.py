@@ -1,0 +1,151 @@
+"""The immutable snapshot every extender process decides from.
+
+Plain data only: ``policies.compile`` reads the database and calls ``build_snapshot_from``;
+nothing here touches Django, so a snapshot can also be built from fixtures or a file.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.engine.assignments import AssignmentSpec
+from policies.engine.evaluate import ClusterEvaluator
+from policies.engine.facts import NodeFacts, node_facts
+from policies.engine.policy import CompiledPolicy
+
+# Full-mode node facts cached per (name, resourceVersion); beyond this the cache starts over.
+MAX_CACHED_NODE_OBJECTS = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """The cluster fields the extender needs."""
+
+    name: str
+    unknown_node_action: str = "deny"
+    bind_enabled: bool = False
+    is_default: bool = False
+    last_success_at: float | None = None  # time.time() of the last successful inventory sync
+    sync_state: str = "never"
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ClusterSnapshot:
+    """One cluster: its settings, the policies that apply to it, its judged inventory."""
+
+    name: str
+    unknown_node_action: str
+    bind_enabled: bool
+    is_default: bool
+    last_success_at: float | None
+    sync_state: str
+    assignments: tuple[AssignmentSpec, ...]
+    evaluator: ClusterEvaluator
+    # Full mode: facts of request node objects by (name, resourceVersion).
+    node_object_facts: dict[tuple[str, str], NodeFacts] = field(default_factory=dict)
+
+    @property
+    def policies(self) -> tuple[CompiledPolicy, ...]:
+        return self.evaluator.policies
+
+    @property
+    def node_count(self) -> int:
+        return len(self.evaluator.nodes)
+
+    @property
+    def inventory_age_seconds(self) -> float | None:
+        """Seconds since the last successful inventory sync, None when never synced."""
+        if self.last_success_at is None:
+            return None
+        return max(0.0, time.time() - self.last_success_at)
+
+    def remember_node_object(self, key: tuple[str, str], facts: NodeFacts) -> None:
+        if len(self.node_object_facts) >= MAX_CACHED_NODE_OBJECTS:
+            self.node_object_facts.clear()
+        self.node_object_facts[key] = facts
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Snapshot:
+    """Everything a decision needs, for every cluster, at one snapshot revision."""
+
+    revision: int
+    built_at: float
+    clusters: dict[str, ClusterSnapshot]
+    default_cluster: str | None
+    policies: tuple[CompiledPolicy, ...] = ()
+    # Stored objects that could not be compiled (they are left out, and said so here).
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A stored node as the snapshot builder reads it."""
+
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    conditions: Sequence[Mapping[str, Any]] | Mapping[str, str]
+
+
+def build_cluster_snapshot(
+    cluster: ClusterSettings,
+    nodes: Iterable[NodeRecord],
+    policies: Sequence[CompiledPolicy],
+    assignments: Sequence[tuple[str | None, AssignmentSpec]],
+) -> ClusterSnapshot:
+    """Judge every rule of the policies that apply to ``cluster`` over its inventory.
+
+    ``assignments`` pairs each enabled assignment with its cluster (None = every cluster).
+    """
+    specs = tuple(spec for scope, spec in assignments if scope is None or scope == cluster.name)
+    facts = [
+        node_facts(
+            sys.intern(node.name),
+            labels=node.labels,
+            allocatable=node.allocatable,
+            conditions=node.conditions,
+            assignments=specs,
+        )
+        for node in nodes
+    ]
+    applicable = [p for p in policies if p.applies_to_cluster(cluster.name)]
+    return ClusterSnapshot(
+        name=cluster.name,
+        unknown_node_action=cluster.unknown_node_action,
+        bind_enabled=cluster.bind_enabled,
+        is_default=cluster.is_default,
+        last_success_at=cluster.last_success_at,
+        sync_state=cluster.sync_state,
+        assignments=specs,
+        evaluator=ClusterEvaluator(applicable, facts),
+    )
+
+
+def build_snapshot_from(
+    *,
+    revision: int,
+    clusters: Sequence[ClusterSettings],
+    nodes_by_cluster: Mapping[str, Iterable[NodeRecord]],
+    policies: Sequence[CompiledPolicy],
+    assignments: Sequence[tuple[str | None, AssignmentSpec]],
+    problems: Sequence[str] = (),
+) -> Snapshot:
+    """Build a Snapshot from plain data."""
+    built = {
+        c.name: build_cluster_snapshot(c, nodes_by_cluster.get(c.name, ()), policies, assignments)
+        for c in clusters
+    }
+    default = next((c.name for c in clusters if c.is_default), None)
+    return Snapshot(
+        revision=revision,
+        built_at=time.time(),
+        clusters=built,
+        default_cluster=default,
+        policies=tuple(policies),
+        problems=tuple(problems),
+    )

@@ -1,5 +1,36 @@
-"""Routes under /api/v1/: clusters, nodes."""
+"""Routes under /api/v1/: clusters, their sync trigger, nodes and node imports."""
 
 from __future__ import annotations
 
-urlpatterns: list = []
+from django.urls import path
+from rest_framework.parsers import JSONParser
+from rest_framework.routers import SimpleRouter
+
+from inventory.api import views
+from portal.api.formats import TextYAMLParser, XYAMLParser, YAMLParser
+
+router = SimpleRouter()
+router.register("clusters", views.ClusterViewSet, basename="cluster")
+
+NODE_LIST_PARSERS = [JSONParser, YAMLParser, XYAMLParser, TextYAMLParser]
+
+urlpatterns = [
+    *router.urls,
+    path(
+        "clusters/<str:cluster_name>/nodes/",
+        views.NodeViewSet.as_view({"get": "list"}),
+        name="node-list",
+    ),
+    # Before the detail route; a node literally named "import" is therefore not addressable
+    # by GET here (it still appears in the list).
+    path(
+        "clusters/<str:cluster_name>/nodes/import/",
+        views.NodeViewSet.as_view({"post": "import_nodes"}, parser_classes=NODE_LIST_PARSERS),
+        name="node-import",
+    ),
+    path(
+        "clusters/<str:cluster_name>/nodes/<str:node>/",
+        views.NodeViewSet.as_view({"get": "retrieve"}),
+        name="node-detail",
+    ),
+]

@@ -30,14 +30,32 @@ class TextYAMLParser(YAMLParser):
     media_type = "text/yaml"
 
 
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (an embedded config file) as ``|`` blocks, the way people write them."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value and not value.endswith((" ", "\t")) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _represent_str)
+
+
 def yaml_dump(data: Any) -> str:
     """Block-style YAML with keys in the given order."""
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    return yaml.dump(
+        data, Dumper=_BlockDumper, sort_keys=False, default_flow_style=False, allow_unicode=True
+    )
 
 
 def yaml_dump_all(documents: list[Any]) -> str:
-    return yaml.safe_dump_all(
-        documents, sort_keys=False, default_flow_style=False, allow_unicode=True
+    return yaml.dump_all(
+        documents,
+        Dumper=_BlockDumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
     )
 
 
@@ -54,3 +72,14 @@ class YAMLRenderer(BaseRenderer):
         if isinstance(data, str):
             return data.encode()
         return yaml_dump(data).encode()
+
+
+class JSONUnlessYAMLMixin:
+    """Views whose YAML output is built by hand: DRF renders everything else (errors, the
+    ``?format=json`` answer) as JSON, whatever ``Accept`` or ``format`` say."""
+
+    def perform_content_negotiation(self, request: Any, force: bool = False) -> tuple:
+        from rest_framework.renderers import JSONRenderer
+
+        renderer = JSONRenderer()
+        return renderer, renderer.media_type

@@ -7,7 +7,12 @@ decision log is queued and written in batches by a background thread).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
+
+from extender import decisions, metrics, refresh
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -36,8 +41,28 @@ class CallRecord:
 
 
 def record_call(call: CallRecord) -> None:
-    """Report one extender call to metrics and the decision log."""
+    """Report one extender call to metrics and the decision log.
+
+    A few counter increments, one histogram observation and a non-blocking queue put; never
+    raises, since the response is already built and must still be sent.
+    """
+    try:
+        metrics.observe_call(call)
+        decisions.submit(call)
+    except Exception:
+        logger.exception("recording an extender call failed")
 
 
 def record_error(verb: str, cluster: str, kind: str) -> None:
-    """Count one rejected request (kind: bad_json, bad_request, unknown_cluster, too_large, ...)."""
+    """Count one rejected request (kind: bad_json, bad_request, unknown_cluster, too_large, ...).
+
+    Verb and cluster come from the URL; values the portal does not know are counted as
+    ``other`` so that hostile URLs cannot create unbounded metric series.
+    """
+    try:
+        holder = refresh.get_holder()
+        snapshot = holder.snapshot if holder is not None else None
+        known = getattr(snapshot, "clusters", None) or ()
+        metrics.observe_error(verb, cluster, kind, known)
+    except Exception:
+        logger.exception("recording an extender error failed")

@@ -1,0 +1,126 @@
+"""The decision log in the admin: read-only, filterable, with reasons and scores laid out."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+
+from extender.models import Decision
+
+
+def _table(headers: tuple[str, str], rows: list, empty: str) -> str:
+    if not rows:
+        return empty
+    body = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td></tr>",
+        ((row[0], row[1]) for row in rows if isinstance(row, list | tuple) and len(row) == 2),
+    )
+    return format_html(
+        '<table class="decision-table"><thead><tr><th>{}</th><th>{}</th></tr></thead>'
+        "<tbody>{}</tbody></table>",
+        headers[0],
+        headers[1],
+        body,
+    )
+
+
+@admin.register(Decision)
+class DecisionAdmin(admin.ModelAdmin):
+    list_display = (
+        "created_at",
+        "cluster",
+        "verb",
+        "mode",
+        "pod",
+        "nodes_in",
+        "nodes_out",
+        "rejected_count",
+        "duration",
+    )
+    list_filter = ("cluster", "verb", "mode")
+    search_fields = ("pod_name", "pod_namespace", "pod_uid")
+    date_hierarchy = "created_at"
+    ordering = ("-created_at", "-id")
+    # The log grows by the thousands per minute: counting every row for the paginator would
+    # cost more than the page itself.
+    show_full_result_count = False
+    list_per_page = 100
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "created_at",
+                    "cluster",
+                    "verb",
+                    "mode",
+                    ("pod_namespace", "pod_name", "pod_uid"),
+                    ("nodes_in", "nodes_out", "rejected_count"),
+                    "duration",
+                    "snapshot_revision",
+                )
+            },
+        ),
+        (
+            "Why",
+            {
+                "fields": (
+                    "rejected_table",
+                    "dry_run_table",
+                    "scores_table",
+                    "policy_versions_table",
+                )
+            },
+        ),
+    )
+
+    @admin.display(description="pod", ordering="pod_name")
+    def pod(self, obj: Decision) -> str:
+        return f"{obj.pod_namespace}/{obj.pod_name}"
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def duration(self, obj: Decision) -> str:
+        return f"{obj.duration_ms:.3f} ms"
+
+    @admin.display(description="rejected nodes")
+    def rejected_table(self, obj: Decision) -> str:
+        shown = len(obj.rejected)
+        table = _table(("node", "reason"), obj.rejected, "none")
+        if obj.rejected_count > shown:
+            return format_html("{}<p>{} more not recorded</p>", table, obj.rejected_count - shown)
+        return table
+
+    @admin.display(description="dry-run would reject")
+    def dry_run_table(self, obj: Decision) -> str:
+        return _table(("node", "reason"), obj.dry_run_rejected, "none")
+
+    @admin.display(description="top scores")
+    def scores_table(self, obj: Decision) -> str:
+        return _table(("node", "score"), obj.top_scores, "not scored")
+
+    @admin.display(description="policy versions")
+    def policy_versions_table(self, obj: Decision) -> str:
+        rows = sorted([name, version] for name, version in (obj.policy_versions or {}).items())
+        return _table(("policy", "version"), rows, "no active policy")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Decision | None = None) -> list[str]:
+        return [
+            *(f.name for f in self.model._meta.fields),
+            "duration",
+            "rejected_table",
+            "dry_run_table",
+            "scores_table",
+            "policy_versions_table",
+        ]
+
+    # The log is written by the extender and purged by retention only.
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Decision | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Decision | None = None) -> bool:
+        return False

@@ -1,0 +1,64 @@
+"""gunicorn server hooks for the extender: multiprocess metrics and snapshot warm-up.
+
+``deploy/gunicorn.conf.py`` calls :func:`use_prometheus_multiprocess_dir` (in the master,
+before any worker exists, so every worker inherits the variable before it imports
+prometheus_client) and exposes :func:`on_starting`, :func:`child_exit` and
+:func:`post_worker_init` as its hooks. This module imports nothing heavy at load time: the
+master never needs Django.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# How long a new worker waits for its first snapshot before taking requests anyway (it then
+# reports not ready until the snapshot arrives).
+WARMUP_SECONDS = 10.0
+
+
+def default_prometheus_dir() -> Path:
+    """``<var dir>/prometheus``, next to the rest of the portal's runtime state."""
+    var_dir = os.environ.get("PORTAL_VAR_DIR") or Path(__file__).resolve().parent.parent / "var"
+    return Path(var_dir) / "prometheus"
+
+
+def use_prometheus_multiprocess_dir() -> str:
+    """Point this server's workers at a metrics directory unless one was configured."""
+    return os.environ.setdefault(MULTIPROC_ENV, str(default_prometheus_dir()))
+
+
+def clear_prometheus_dir(path: str | os.PathLike[str]) -> None:
+    """Create the directory and remove the files of a previous server run.
+
+    Left in place, a previous run's counters would be added to this run's and its dead
+    workers' live gauges (stale, revision) would be reported forever.
+    """
+    directory = Path(path)
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale_file in directory.glob("*.db"):
+        stale_file.unlink(missing_ok=True)
+
+
+def on_starting(server: Any) -> None:
+    """gunicorn hook, master, once: start from an empty metrics directory."""
+    path = os.environ.get(MULTIPROC_ENV)
+    if path:
+        clear_prometheus_dir(path)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """gunicorn hook, master: drop a dead worker's live gauges from the merged metrics."""
+    if os.environ.get(MULTIPROC_ENV):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def post_worker_init(worker: Any) -> None:
+    """gunicorn hook, worker: load the snapshot before the first request arrives."""
+    from extender import refresh
+
+    refresh.wait_until_loaded(WARMUP_SECONDS)

@@ -1,0 +1,264 @@
+"""Prometheus metrics of the extender, correct under several gunicorn workers.
+
+With ``PROMETHEUS_MULTIPROC_DIR`` set (before the process starts: prometheus_client picks its
+value storage at import) every worker writes its samples to memory-mapped files in that
+directory and a scrape, served by any one worker, merges them. The directory must be emptied
+when the server starts, and gunicorn's ``child_exit`` hook must call
+``prometheus_client.multiprocess.mark_process_dead`` so dead workers' live gauges disappear
+(see ``extender.gunicorn_hooks``). Without the variable a plain in-process registry is used.
+
+Per-process views of the snapshot (revision, age, stale) are gauges each process refreshes
+after every revision check and right before a scrape; values that are the same in every
+process (inventory age per cluster) are computed at scrape time by :class:`InventoryCollector`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from extender.observe import CallRecord
+    from extender.refresh import Freshness
+
+MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+# Names-mode calls take tens of microseconds, full-mode calls with thousands of 13 KB nodes
+# take up to a second: the buckets cover both ends with ~2.5x steps.
+DURATION_BUCKETS = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+)
+
+REQUESTS = Counter(
+    "extender_requests",
+    "Extender requests by verb, cluster and HTTP status code.",
+    ["verb", "cluster", "code"],
+)
+DURATION = Histogram(
+    "extender_request_duration_seconds",
+    "Time spent handling an extender request (body parsed to response built).",
+    ["verb", "cluster"],
+    buckets=DURATION_BUCKETS,
+)
+NODES_IN = Counter(
+    "extender_nodes_in", "Candidate nodes received by the extender.", ["verb", "cluster"]
+)
+NODES_OUT = Counter(
+    "extender_nodes_out", "Nodes the extender let through (or scored).", ["verb", "cluster"]
+)
+REJECTIONS = Counter(
+    "extender_rejections",
+    "Nodes rejected, by the enforcing policy and rule that rejected them.",
+    ["cluster", "policy", "rule"],
+)
+DRY_RUN_REJECTIONS = Counter(
+    "extender_dry_run_rejections",
+    "Nodes a dry-run policy would have rejected (the response is not changed).",
+    ["cluster", "policy", "rule"],
+)
+ERRORS = Counter(
+    "extender_errors",
+    "Extender requests refused because of bad input, by kind.",
+    ["verb", "cluster", "kind"],
+)
+
+# livemin: the oldest revision any live worker serves, so a lagging worker shows.
+SNAPSHOT_REVISION = Gauge(
+    "extender_snapshot_revision",
+    "Revision of the policy snapshot being served (lowest across live workers).",
+    multiprocess_mode="livemin",
+)
+SNAPSHOT_AGE = Gauge(
+    "extender_snapshot_age_seconds",
+    "Seconds since the served snapshot was built (highest across live workers).",
+    multiprocess_mode="livemax",
+)
+SNAPSHOT_STALE = Gauge(
+    "extender_snapshot_stale",
+    "1 when a worker cannot confirm its snapshot is current (no snapshot, revision checks "
+    "failing for longer than EXTENDER_STALE_SECONDS, or a newer revision that failed to load).",
+    multiprocess_mode="livemax",
+)
+REFRESH_ERRORS = Counter(
+    "extender_refresh_errors",
+    "Failed snapshot refresh attempts, by what failed (database, build, redis).",
+    ["kind"],
+)
+
+DECISION_LOG_DROPPED = Counter(
+    "decision_log_dropped",
+    "Decision-log records dropped: queue full, or the batch could not be written.",
+    ["reason"],
+)
+DECISION_LOG_WRITTEN = Counter("decision_log_written", "Decision-log records written.")
+DECISION_LOG_QUEUE_DEPTH = Gauge(
+    "decision_log_queue_depth",
+    "Decision-log records waiting to be written (summed across live workers).",
+    multiprocess_mode="livesum",
+)
+
+KNOWN_VERBS = frozenset({"filter", "prioritize", "preempt", "bind"})
+# Status code per error kind; kinds not listed are client errors.
+ERROR_CODES = {
+    "unknown_cluster": "404",
+    "unknown_verb": "404",
+    "not_found": "404",
+    "method_not_allowed": "405",
+    "too_large": "413",
+    "unavailable": "503",
+    "no_snapshot": "503",
+    "internal": "500",
+}
+OTHER = "other"
+
+# (verb, cluster) -> the label children a call touches; labels() costs a lock and string
+# conversions, a dict hit does not. Children stay valid across fork (prometheus_client
+# re-opens its files when the pid changes).
+_call_children: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}
+
+
+def _children(verb: str, cluster: str) -> tuple[Any, Any, Any, Any]:
+    key = (verb, cluster)
+    children = _call_children.get(key)
+    if children is None:
+        children = (
+            REQUESTS.labels(verb, cluster, "200"),
+            DURATION.labels(verb, cluster),
+            NODES_IN.labels(verb, cluster),
+            NODES_OUT.labels(verb, cluster),
+        )
+        _call_children[key] = children
+    return children
+
+
+def observe_call(call: CallRecord) -> None:
+    """Count one successful extender call."""
+    requests, duration, nodes_in, nodes_out = _children(call.verb, call.cluster)
+    requests.inc()
+    duration.observe(call.duration_seconds)
+    if call.nodes_in:
+        nodes_in.inc(call.nodes_in)
+    if call.nodes_out:
+        nodes_out.inc(call.nodes_out)
+    for (policy, rule), count in call.rejections_by_rule.items():
+        REJECTIONS.labels(call.cluster, policy, rule).inc(count)
+    for (policy, rule), count in call.dry_run_rejections_by_rule.items():
+        DRY_RUN_REJECTIONS.labels(call.cluster, policy, rule).inc(count)
+
+
+def observe_error(verb: str, cluster: str, kind: str, known_clusters: Iterable[str]) -> None:
+    """Count one refused request; label values not known to the portal become ``other``.
+
+    Verb and cluster come from the URL, so an unknown one must not create a new series each.
+    """
+    verb_label = verb if verb in KNOWN_VERBS else OTHER
+    cluster_label = cluster if cluster in known_clusters else OTHER
+    REQUESTS.labels(verb_label, cluster_label, ERROR_CODES.get(kind, "400")).inc()
+    ERRORS.labels(verb_label, cluster_label, kind).inc()
+
+
+def epoch_seconds(value: Any) -> float | None:
+    """A timestamp (datetime or epoch seconds) as epoch seconds; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return float(value)
+
+
+def update_snapshot_gauges(status: Freshness) -> None:
+    """Publish this process's view of its snapshot."""
+    if status.revision is not None:
+        SNAPSHOT_REVISION.set(status.revision)
+    SNAPSHOT_AGE.set(
+        status.snapshot_age_seconds if status.snapshot_age_seconds is not None else math.inf
+    )
+    SNAPSHOT_STALE.set(1 if status.stale else 0)
+
+
+class InventoryCollector(Collector):
+    """``extender_inventory_age_seconds{cluster}``, computed from the snapshot at scrape time.
+
+    Clusters whose inventory was never synced successfully have no series (static clusters
+    have no sync at all), so an alert on the age does not fire for them.
+    """
+
+    def __init__(self, snapshot_getter: Callable[[], Any]) -> None:
+        self.snapshot_getter = snapshot_getter
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        # Declaring no metrics up front keeps registration from calling the getter.
+        return []
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "extender_inventory_age_seconds",
+            "Seconds since the cluster's node inventory was last synced successfully, "
+            "as seen by the served snapshot.",
+            labels=["cluster"],
+        )
+        snapshot = self.snapshot_getter()
+        now = time.time()
+        for name, cluster in sorted((getattr(snapshot, "clusters", None) or {}).items()):
+            synced = epoch_seconds(getattr(cluster, "last_success_at", None))
+            if synced is not None:
+                family.add_metric([name], max(0.0, now - synced))
+        yield family
+
+
+def _current_snapshot() -> Any:
+    from extender.refresh import get_holder  # refresh imports this module
+
+    holder = get_holder()
+    return holder.snapshot if holder is not None else None
+
+
+_inventory_collector = InventoryCollector(_current_snapshot)
+if not MULTIPROCESS:
+    REGISTRY.register(_inventory_collector)
+
+
+def scrape_registry() -> CollectorRegistry:
+    """The registry a scrape reads: merged worker files in multiprocess mode."""
+    if not MULTIPROCESS:
+        return REGISTRY
+    from prometheus_client import multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)
+    registry.register(_inventory_collector)
+    return registry
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text for a scrape and its content type."""
+    return generate_latest(scrape_registry()), CONTENT_TYPE_LATEST

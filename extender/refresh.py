@@ -1,0 +1,361 @@
+"""Snapshot distribution: every process notices a new snapshot revision and swaps it in.
+
+Each process runs one daemon thread that checks the committed revision
+(``portal.revisions.current_snapshot_revision``) every ``EXTENDER_POLL_SECONDS`` and rebuilds
+through ``holder.load()`` when it differs from the served snapshot. With ``REDIS_URL`` set a
+second daemon thread subscribes to ``PORTAL_CHANGES_CHANNEL`` and wakes the checker at once,
+so a change is served within milliseconds; the poll remains the fallback and is the only
+mechanism without Redis. All database work happens on the checker thread, never on a request.
+
+When the database is unreachable the served snapshot stays as it is: ``holder.last_error``
+says why and ``holder.last_refresh_ok`` stops moving, which is what :func:`freshness`
+(``/readyz`` and the stale gauge) reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.conf import settings
+
+from extender import metrics
+
+logger = logging.getLogger(__name__)
+
+# Reconnect delays for the change feed: quick at first, bounded so a long Redis outage costs
+# one connection attempt every few seconds per process.
+REDIS_BACKOFF_FIRST = 0.5
+REDIS_BACKOFF_MAX = 10.0
+ERROR_TEXT_LIMIT = 500
+
+
+class SnapshotHolder(Protocol):
+    snapshot: Any
+    last_refresh_ok: float  # time.time() of the last confirmed revision; 0.0 = never
+    last_error: str  # "" when the last refresh succeeded
+
+    def load(self) -> Any: ...
+
+
+def get_holder() -> SnapshotHolder | None:
+    """The process's snapshot holder, or None while the holder module is not installed."""
+    try:
+        from extender.holder import holder
+    except ModuleNotFoundError as exc:
+        if exc.name != "extender.holder":
+            raise
+        return None
+    return holder
+
+
+def _read_revision() -> int:
+    from portal.revisions import current_snapshot_revision
+
+    return current_snapshot_revision()
+
+
+def _close_db_connections() -> None:
+    # The thread's connections are its own (Django keeps them per thread); closing them after
+    # each check means a restarted database is reconnected cleanly and a test database can
+    # be dropped while the thread sleeps.
+    from django.db import connections
+
+    connections.close_all()
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text[:ERROR_TEXT_LIMIT]
+
+
+class SnapshotRefresher:
+    """Keeps ``holder.snapshot`` at the committed revision; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        holder_getter: Callable[[], SnapshotHolder | None] | None = None,
+        revision_reader: Callable[[], int] | None = None,
+        close_connections: Callable[[], None] | None = None,
+        poll_seconds: float = 1.0,
+        redis_url: str = "",
+        channel: str = "",
+    ) -> None:
+        # Defaults are looked up when used, so the module's functions can be replaced.
+        self.holder_getter = holder_getter or (lambda: get_holder())
+        self.revision_reader = revision_reader or (lambda: _read_revision())
+        self.close_connections = close_connections or (lambda: _close_db_connections())
+        self.poll_seconds = poll_seconds
+        self.redis_url = redis_url
+        self.channel = channel
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.first_check_done = threading.Event()
+        # A committed revision that was seen but could not be loaded: the snapshot is known
+        # to be behind, not merely unconfirmed.
+        self.pending_revision: int | None = None
+        self.redis_connected = False
+        self.redis_error: str | None = None
+        self.loads = 0
+        self.checks = 0
+        self._failing = False
+        self._threads: list[threading.Thread] = []
+
+    # --- one check ----------------------------------------------------------------------
+
+    def check_once(self) -> bool:
+        """Compare revisions and rebuild if needed; True when a new snapshot was swapped in."""
+        holder = self.holder_getter()
+        if holder is None:
+            return False
+        stage = "database"
+        self.checks += 1
+        try:
+            revision = self.revision_reader()
+            current = holder.snapshot
+            loaded = False
+            if current is None or current.revision != revision:
+                self.pending_revision = revision
+                stage = "build"
+                holder.load()
+                loaded = True
+                self.loads += 1
+            self.pending_revision = None
+        except Exception as exc:
+            self._record_failure(holder, stage, exc)
+            return False
+        finally:
+            try:
+                self.close_connections()
+            except Exception:  # closing a broken connection may fail too; nothing to do
+                logger.debug("closing the refresher's database connection failed", exc_info=True)
+            self.first_check_done.set()
+        holder.last_error = ""
+        holder.last_refresh_ok = time.time()
+        if self._failing:
+            self._failing = False
+            logger.info("snapshot refresh recovered; serving revision %s", holder.snapshot.revision)
+        return loaded
+
+    def _record_failure(self, holder: SnapshotHolder, stage: str, exc: BaseException) -> None:
+        holder.last_error = f"{stage}: {_describe(exc)}"
+        metrics.REFRESH_ERRORS.labels(stage).inc()
+        if not self._failing:
+            # One warning per outage, not one per poll.
+            self._failing = True
+            logger.warning("snapshot refresh failed, serving the last good snapshot: %s", exc)
+
+    def publish_gauges(self) -> None:
+        """Update this process's snapshot gauges (also done right before each scrape)."""
+        metrics.update_snapshot_gauges(freshness(refresher=self))
+
+    # --- threads ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the checker thread and, with a Redis URL, the change-feed listener."""
+        checker = threading.Thread(target=self._check_loop, name="snapshot-refresh", daemon=True)
+        self._threads = [checker]
+        if self.redis_url:
+            self._threads.append(
+                threading.Thread(target=self._listen_loop, name="snapshot-changes", daemon=True)
+            )
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the threads (tests and shutdown); the snapshot stays as it is."""
+        self.stopping.set()
+        self.wake.set()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _check_loop(self) -> None:
+        while not self.stopping.is_set():
+            # Cleared before the check: an announcement that arrives during it causes another.
+            self.wake.clear()
+            self.check_once()
+            try:
+                self.publish_gauges()
+            except Exception:
+                logger.exception("could not update the snapshot gauges")
+            self.wake.wait(self.poll_seconds)
+
+    def _listen_loop(self) -> None:
+        import redis
+
+        backoff = REDIS_BACKOFF_FIRST
+        while not self.stopping.is_set():
+            client = pubsub = None
+            try:
+                client = redis.Redis.from_url(
+                    self.redis_url,
+                    socket_connect_timeout=2,
+                    socket_timeout=5,
+                    health_check_interval=15,
+                )
+                pubsub = client.pubsub(ignore_subscribe_messages=True)
+                pubsub.subscribe(self.channel)
+                if not self.redis_connected and self.redis_error:
+                    logger.info("change feed reconnected to Redis")
+                self.redis_connected, self.redis_error = True, None
+                backoff = REDIS_BACKOFF_FIRST
+                # Announcements made while disconnected are lost: check once now.
+                self.wake.set()
+                while not self.stopping.is_set():
+                    message = pubsub.get_message(timeout=1.0)
+                    if message is not None and message.get("type") == "message":
+                        self.wake.set()
+            except Exception as exc:
+                if self.redis_error is None:
+                    logger.warning("change feed lost Redis, relying on polling: %s", exc)
+                self.redis_connected, self.redis_error = False, _describe(exc)
+                metrics.REFRESH_ERRORS.labels("redis").inc()
+                self.stopping.wait(backoff)
+                backoff = min(backoff * 2, REDIS_BACKOFF_MAX)
+            finally:
+                for closable in (pubsub, client):
+                    if closable is not None:
+                        try:
+                            closable.close()
+                        except Exception:
+                            logger.debug("closing the Redis change feed failed", exc_info=True)
+
+
+# --- freshness: what /readyz and the stale gauge report --------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    loaded: bool
+    stale: bool
+    revision: int | None
+    snapshot_age_seconds: float | None
+    # Seconds since the revision was last confirmed against the database.
+    unconfirmed_seconds: float | None
+    last_error: str | None
+    reason: str  # why it is stale; "" when fresh
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view for the health endpoints."""
+        return {
+            "revision": self.revision,
+            "snapshot_age_seconds": _rounded(self.snapshot_age_seconds),
+            "unconfirmed_seconds": _rounded(self.unconfirmed_seconds),
+            "last_error": self.last_error,
+        }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def freshness(
+    now: float | None = None,
+    *,
+    holder: SnapshotHolder | None = None,
+    refresher: SnapshotRefresher | None = None,
+) -> Freshness:
+    """Whether this process serves a snapshot it knows to be current.
+
+    Stale when no snapshot is loaded, when the revision could not be confirmed for longer
+    than ``EXTENDER_STALE_SECONDS`` (database down, refresher stuck), or when a newer
+    revision was seen but failed to load. A single failed check within the limit is not
+    stale: a database blip must not take every extender out of service at once.
+    """
+    now = time.time() if now is None else now
+    holder = holder if holder is not None else get_holder()
+    refresher = refresher if refresher is not None else _refresher
+    snapshot = getattr(holder, "snapshot", None)
+    last_error = getattr(holder, "last_error", None) or None
+    if snapshot is None:
+        return Freshness(False, True, None, None, None, last_error, "no snapshot loaded")
+    built = metrics.epoch_seconds(getattr(snapshot, "built_at", None))
+    age = max(0.0, now - built) if built is not None else None
+    confirmed = metrics.epoch_seconds(getattr(holder, "last_refresh_ok", None)) or built
+    unconfirmed = max(0.0, now - confirmed) if confirmed is not None else None
+    limit = settings.EXTENDER_STALE_SECONDS
+    pending = refresher.pending_revision if refresher is not None else None
+    reason = ""
+    if pending is not None and pending != snapshot.revision:
+        reason = f"revision {pending} failed to load; serving revision {snapshot.revision}"
+    elif unconfirmed is None:
+        reason = "snapshot revision never confirmed"
+    elif unconfirmed > limit:
+        reason = f"stale: revision not confirmed for {unconfirmed:.1f} s (limit {limit:g} s)"
+    return Freshness(True, bool(reason), snapshot.revision, age, unconfirmed, last_error, reason)
+
+
+# --- one refresher per process -----------------------------------------------------------------
+
+_refresher: SnapshotRefresher | None = None
+_started = False
+_start_lock = threading.Lock()
+
+
+def ensure_started() -> None:
+    """Start this process's refresher if it is not running; called at every request start.
+
+    A bool check on the fast path. A forked child (a gunicorn worker) inherits the flag but not
+    the threads, so the flag is reset after fork and the child starts its own.
+    """
+    if _started:
+        return
+    _start()
+
+
+def _start() -> None:
+    global _refresher, _started
+    if not getattr(settings, "EXTENDER_REFRESH_ENABLED", True):
+        return
+    with _start_lock:
+        if _started:
+            return
+        refresher = SnapshotRefresher(
+            poll_seconds=settings.EXTENDER_POLL_SECONDS,
+            redis_url=settings.REDIS_URL,
+            channel=settings.PORTAL_CHANGES_CHANNEL,
+        )
+        refresher.start()
+        _refresher = refresher
+        _started = True
+        logger.debug("snapshot refresher started in process %s", os.getpid())
+
+
+def current_refresher() -> SnapshotRefresher | None:
+    """This process's running refresher, if any."""
+    return _refresher
+
+
+def wait_until_loaded(timeout: float) -> bool:
+    """Start the refresher and wait for its first check (e.g. in a worker's init hook)."""
+    ensure_started()
+    refresher = _refresher
+    if refresher is None:
+        return False
+    refresher.first_check_done.wait(timeout)
+    holder = get_holder()
+    return holder is not None and holder.snapshot is not None
+
+
+def stop() -> None:
+    """Stop this process's refresher (tests); the next ensure_started() starts a new one."""
+    global _refresher, _started
+    with _start_lock:
+        refresher, _refresher, _started = _refresher, None, False
+    if refresher is not None:
+        refresher.stop()
+
+
+def _after_fork_in_child() -> None:
+    global _refresher, _started, _start_lock
+    # The parent's threads do not exist here, and its lock may have been held at fork time.
+    _refresher, _started, _start_lock = None, False, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -56,6 +56,11 @@ def cached_cluster_assignments(cluster_id: int) -> list[AssignmentSpec]:
     return specs
 
 
+def forget_cached_assignments() -> None:
+    """Empty the short cache (tests; nothing else needs it)."""
+    _cache.clear()
+
+
 def node_drift(
     name: str, observed: Mapping[str, str], assignments: Sequence[AssignmentSpec]
 ) -> NodeDrift:

@@ -8,10 +8,19 @@ from typing import Any
 
 import pytest
 
+from inventory.drift import forget_cached_assignments
 from inventory.models import Cluster, ClusterSource
 from tests.factories import make_cluster
 from tests.support.fake_kube import FakeKubeServer
 from tests.support.nodes import realistic_node
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches() -> Iterator[None]:
+    # Cluster IDs repeat across rolled-back tests; cached assignments must not.
+    forget_cached_assignments()
+    yield
+    forget_cached_assignments()
 
 
 @pytest.fixture

@@ -120,7 +120,7 @@ def test_forbidden_names_the_denied_permission(kube: FakeKubeServer, cluster: Cl
         sync_cluster(cluster_id=cluster.pk)
     cluster.refresh_from_db()
     assert cluster.sync_error.startswith("access denied by the API server (403 Forbidden)")
-    assert "cannot get" in cluster.sync_error
+    assert "nodes is forbidden" in cluster.sync_error
 
 
 def test_unreachable_server_is_transient(cluster: Cluster, kube: FakeKubeServer) -> None:

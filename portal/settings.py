@@ -190,6 +190,10 @@ SPECTACULAR_SETTINGS = {
         "NodeOperatorEnum": "policies.api.serializers.NODE_OPERATORS",
         "PodOperatorEnum": "policies.api.serializers.POD_OPERATORS",
         "RuleOperatorEnum": "policies.models.Operator",
+        "FilterKindEnum": "policies.models.FilterKind",
+        "WeightKindEnum": "policies.models.WeightKind",
+        "PolicySetKindEnum": ["PolicySet"],
+        "ObjectKindEnum": ["policy", "label_assignment"],
     },
 }
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from policies.api import views
+from policies.api import gitops, views
 
 router = SimpleRouter()
 router.register("policies", views.PolicyViewSet, basename="policy")
 router.register("label-assignments", views.LabelAssignmentViewSet, basename="labelassignment")
 
 urlpatterns = [*router.urls]
+urlpatterns += [
+    path("simulate/", gitops.SimulateView.as_view(), name="simulate"),
+    path("apply/", gitops.ApplyView.as_view(), name="apply"),
+    path("export/", gitops.ExportView.as_view(), name="export"),
+]

@@ -1,0 +1,229 @@
+"""Simulate, apply and export: the routes that act on the policy set as a whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.parsers import JSONParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from policies.api.serializers import LabelAssignmentSerializer, PolicySerializer
+from policies.apply import API_VERSION, KIND, export_document, policy_set_apply
+from policies.simulate import simulate
+from policies.validation import ContentError
+from portal.api.base import StrictSerializer
+from portal.api.formats import (
+    JSONUnlessYAMLMixin,
+    TextYAMLParser,
+    XYAMLParser,
+    YAMLParser,
+    yaml_dump,
+)
+from portal.api.permissions import ActionPermissions
+from portal.api.schema import PortalAutoSchema
+
+# --- simulate -------------------------------------------------------------------------------
+
+
+class SimulateRequestSerializer(StrictSerializer):
+    cluster = serializers.CharField(
+        required=False, allow_null=True, help_text="Cluster name; default: the default cluster."
+    )
+    pod = serializers.JSONField(help_text="A v1 Pod (only metadata.namespace/name/labels matter).")
+    nodes = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        allow_null=True,
+        help_text="Node names to judge (unknown ones follow unknown_node_action); "
+        "default: the whole inventory.",
+    )
+
+
+class RuleReasonSerializer(serializers.Serializer):
+    policy = serializers.CharField(allow_null=True)
+    rule = serializers.CharField(allow_null=True)
+    message = serializers.CharField()
+
+
+class ContributionSerializer(serializers.Serializer):
+    policy = serializers.CharField()
+    rule = serializers.CharField()
+    value = serializers.FloatField()
+
+
+class DryRunNodeSerializer(serializers.Serializer):
+    would_pass = serializers.BooleanField(help_text="With dry-run policies enforced too.")
+    reasons = RuleReasonSerializer(many=True, help_text="Dry-run filter rules it fails.")
+    contributions = ContributionSerializer(many=True)
+    score = serializers.IntegerField(
+        allow_null=True, help_text="Score with dry-run weights added (passing nodes)."
+    )
+
+
+class SimulatedNodeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    known = serializers.BooleanField(help_text="In the cluster's inventory.")
+    passed = serializers.BooleanField()
+    reasons = RuleReasonSerializer(many=True)
+    contributions = ContributionSerializer(many=True)
+    raw_score = serializers.FloatField(allow_null=True, help_text="null: filtered out.")
+    score = serializers.IntegerField(allow_null=True, help_text="0..10; null: filtered out.")
+    dry_run = DryRunNodeSerializer()
+
+
+class ActivePolicySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    version = serializers.IntegerField()
+    mode = serializers.ChoiceField(choices=["enforce", "dry-run"])
+
+
+class SimulatedPodSerializer(serializers.Serializer):
+    namespace = serializers.CharField(allow_blank=True)
+    name = serializers.CharField(allow_blank=True)
+    labels = serializers.DictField(child=serializers.CharField(allow_blank=True))
+
+
+class SimulateSummarySerializer(serializers.Serializer):
+    nodes = serializers.IntegerField()
+    passed = serializers.IntegerField()
+    rejected = serializers.IntegerField()
+    dry_run_would_reject = serializers.IntegerField()
+
+
+class SimulateResultSerializer(serializers.Serializer):
+    cluster = serializers.CharField()
+    snapshot_revision = serializers.IntegerField()
+    pod = SimulatedPodSerializer()
+    policies = ActivePolicySerializer(many=True, help_text="Active policies for this pod.")
+    summary = SimulateSummarySerializer()
+    nodes = SimulatedNodeSerializer(many=True)
+
+
+class SimulateView(APIView):
+    """Every node's verdict and score for a pod, from the extender's own evaluation."""
+
+    permission_classes = [ActionPermissions]
+    required_permissions = ["policies.view_policy", "inventory.view_node"]
+    parser_classes = [JSONParser]
+    schema = PortalAutoSchema()
+
+    @extend_schema(request=SimulateRequestSerializer, responses={200: SimulateResultSerializer})
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        body = SimulateRequestSerializer(data=request.data)
+        if not body.is_valid():
+            # Field types aside, the pod is judged by simulate() with precise paths.
+            errors = {k: v for k, v in body.errors.items() if k != "pod"}
+            if errors or "pod" not in request.data:
+                raise serializers.ValidationError(body.errors)
+        data = request.data
+        return Response(
+            simulate(cluster=data.get("cluster"), pod=data.get("pod"), nodes=data.get("nodes"))
+        )
+
+
+# --- apply / export -------------------------------------------------------------------------
+
+
+class PolicySetSerializer(serializers.Serializer):
+    apiVersion = serializers.ChoiceField(choices=[API_VERSION])
+    kind = serializers.ChoiceField(choices=[KIND])
+    policies = PolicySerializer(many=True, required=False)
+    labelAssignments = LabelAssignmentSerializer(many=True, required=False)
+
+
+class ApplyEntrySerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["policy", "label_assignment"])
+    name = serializers.CharField()
+
+
+class ApplyChangeSerializer(ApplyEntrySerializer):
+    diff = serializers.ListField(child=serializers.DictField(), help_text="path, old, new")
+
+
+class ApplyResultSerializer(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    created = ApplyEntrySerializer(many=True)
+    changed = ApplyChangeSerializer(many=True)
+    unchanged = ApplyEntrySerializer(many=True)
+    deleted = ApplyEntrySerializer(many=True, help_text="Only with prune=true.")
+
+
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name, "false").lower()
+    if raw in ("true", "1", "yes"):
+        return True
+    if raw in ("false", "0", "no", ""):
+        return False
+    raise ContentError({name: ["Must be true or false."]})
+
+
+class ApplyView(APIView):
+    """Apply a PolicySet (YAML or JSON) in one transaction; ``dry_run`` only plans."""
+
+    permission_classes = [ActionPermissions]
+    required_permissions = [
+        f"policies.{perm}_{model}"
+        for model in ("policy", "labelassignment")
+        for perm in ("view", "add", "change", "delete")
+    ]
+    parser_classes = [JSONParser, YAMLParser, XYAMLParser, TextYAMLParser]
+    schema = PortalAutoSchema()
+
+    @extend_schema(
+        request={"application/json": PolicySetSerializer, "application/yaml": PolicySetSerializer},
+        responses={200: ApplyResultSerializer},
+        parameters=[
+            OpenApiParameter(
+                "dry_run", OpenApiTypes.BOOL, description="true: return the plan, write nothing."
+            ),
+            OpenApiParameter(
+                "prune",
+                OpenApiTypes.BOOL,
+                description="true: delete policies and label assignments the document omits.",
+            ),
+        ],
+    )
+    def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        dry_run = _flag(request, "dry_run")
+        prune = _flag(request, "prune")
+        return Response(
+            policy_set_apply(
+                actor=request.user, document=request.data, dry_run=dry_run, prune=prune
+            )
+        )
+
+
+class ExportView(JSONUnlessYAMLMixin, APIView):
+    """Every policy and label assignment as a PolicySet that ``apply`` takes as a no-op."""
+
+    permission_classes = [ActionPermissions]
+    required_permissions = ["policies.view_policy", "policies.view_labelassignment"]
+    schema = PortalAutoSchema()
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "format", OpenApiTypes.STR, enum=["yaml", "json"], description="Default yaml."
+            )
+        ],
+        responses={
+            (200, "application/yaml"): OpenApiResponse(OpenApiTypes.STR),
+            (200, "application/json"): PolicySetSerializer,
+        },
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
+        fmt = request.query_params.get("format") or "yaml"
+        if fmt not in ("yaml", "json"):
+            raise ContentError({"format": ["Must be yaml or json."]})
+        document = export_document()
+        if fmt == "json":
+            return Response(document)
+        response = HttpResponse(yaml_dump(document), content_type="application/yaml; charset=utf-8")
+        response["Content-Disposition"] = 'inline; filename="policy-set.yaml"'
+        return response

@@ -1,0 +1,215 @@
+"""Declarative apply and export of a whole policy set (GitOps).
+
+A document::
+
+    apiVersion: portal/v1
+    kind: PolicySet
+    policies: [ {name, description, cluster, enabled, mode, pod_selector, filter_rules,
+                 weight_rules}, ... ]
+    labelAssignments: [ {name, cluster, description, enabled, priority, node_selector,
+                         labels}, ... ]
+
+is validated as a whole (errors named like ``policies[3].filter_rules[0].key``) and applied in
+one transaction through the services: objects are matched by name, content equal to the stored
+content is left alone (no version, no audit entry), and with ``prune`` objects the document
+does not name are deleted. ``export_document`` produces a document that applies as a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+
+from inventory.models import Cluster
+from policies.api.diff import content_diff
+from policies.api.serializers import clean_assignment_for_api, clean_policy_for_api
+from policies.models import LabelAssignment, Policy
+from policies.services import (
+    label_assignment_content,
+    label_assignment_create,
+    label_assignment_delete,
+    label_assignment_update,
+    policy_content,
+    policy_create,
+    policy_delete,
+    policy_update,
+)
+from policies.validation import ContentError
+from portal.models import AuditAction
+
+API_VERSION = "portal/v1"
+KIND = "PolicySet"
+DOCUMENT_FIELDS = {"apiVersion", "kind", "policies", "labelAssignments"}
+POLICY = "policy"
+ASSIGNMENT = "label_assignment"
+
+
+@dataclass
+class ApplyPlan:
+    """What applying a document does (or did): one entry per object."""
+
+    created: list[dict] = field(default_factory=list)
+    changed: list[dict] = field(default_factory=list)
+    unchanged: list[dict] = field(default_factory=list)
+    deleted: list[dict] = field(default_factory=list)
+
+    def as_dict(self, *, dry_run: bool) -> dict:
+        return {
+            "dry_run": dry_run,
+            "created": self.created,
+            "changed": self.changed,
+            "unchanged": self.unchanged,
+            "deleted": self.deleted,
+        }
+
+
+@dataclass
+class _Section:
+    key: str  # the document key
+    kind: str  # the object type in the plan and audit
+    model: type
+    clean: Callable[[Any], dict]
+    content_of: Callable[[Any], dict]
+    entries: list[dict] = field(default_factory=list)
+
+
+def _sections() -> list[_Section]:
+    return [
+        _Section(
+            "labelAssignments",
+            ASSIGNMENT,
+            LabelAssignment,
+            clean_assignment_for_api,
+            label_assignment_content,
+        ),
+        _Section("policies", POLICY, Policy, clean_policy_for_api, policy_content),
+    ]
+
+
+def clean_document(document: Any) -> list[_Section]:
+    """Every entry's canonical content; ContentError naming every problem in the document."""
+    if not isinstance(document, Mapping):
+        raise ContentError({"": ["A PolicySet document must be an object."]})
+    errors: dict[str, list[str]] = {}
+    for key in document:
+        if key not in DOCUMENT_FIELDS:
+            errors.setdefault(str(key), []).append("Unknown field.")
+    if document.get("kind") != KIND:
+        errors["kind"] = [f"Must be {KIND}."]
+    if document.get("apiVersion") != API_VERSION:
+        errors["apiVersion"] = [f"Must be {API_VERSION}."]
+    clusters = set(Cluster.objects.values_list("name", flat=True))
+    sections = _sections()
+    for section in sections:
+        entries = document.get(section.key)
+        if entries is None:
+            entries = []
+        if not isinstance(entries, list):
+            errors[section.key] = ["Must be a list."]
+            continue
+        seen: set[str] = set()
+        for i, entry in enumerate(entries):
+            prefix = f"{section.key}[{i}]"
+            try:
+                content = section.clean(entry)
+            except ContentError as exc:
+                for path, messages in exc.errors.items():
+                    full = f"{prefix}.{path}" if path else prefix
+                    errors.setdefault(full, []).extend(messages)
+                continue
+            if content["name"] in seen:
+                errors[f"{prefix}.name"] = [f"{content['name']!r} appears twice."]
+            seen.add(content["name"])
+            if content["cluster"] is not None and content["cluster"] not in clusters:
+                errors[f"{prefix}.cluster"] = [f"No cluster named {content['cluster']!r}."]
+            section.entries.append(content)
+    if errors:
+        raise ContentError(errors)
+    return sections
+
+
+def _plan_section(section: _Section, plan: ApplyPlan, prune: bool) -> list[tuple]:
+    stored = {
+        obj.name: obj
+        for obj in section.model.objects.select_related("cluster").prefetch_related(
+            *(("filter_rules", "weight_rules") if section.model is Policy else ())
+        )
+    }
+    steps: list[tuple] = []
+    named = set()
+    for content in section.entries:
+        named.add(content["name"])
+        obj = stored.get(content["name"])
+        ref = {"kind": section.kind, "name": content["name"]}
+        if obj is None:
+            plan.created.append(ref)
+            steps.append(("create", section, None, content))
+            continue
+        current = section.content_of(obj)
+        if current == content:
+            plan.unchanged.append(ref)
+            continue
+        plan.changed.append({**ref, "diff": content_diff(current, content)})
+        steps.append(("update", section, obj, content))
+    if prune:
+        for name, obj in sorted(stored.items()):
+            if name not in named:
+                plan.deleted.append({"kind": section.kind, "name": name})
+                steps.append(("delete", section, obj, None))
+    return steps
+
+
+def _run(step: tuple, actor: Any) -> None:
+    op, section, obj, content = step
+    note = "applied from a PolicySet"
+    if section.kind == POLICY:
+        if op == "create":
+            policy_create(actor=actor, data=content, note=note)
+        elif op == "update":
+            policy_update(
+                actor=actor, policy=obj, data=content, note=note, action=AuditAction.APPLY
+            )
+        else:
+            policy_delete(actor=actor, policy=obj)
+    elif op == "create":
+        label_assignment_create(actor=actor, data=content, note=note)
+    elif op == "update":
+        label_assignment_update(
+            actor=actor, assignment=obj, data=content, note=note, action=AuditAction.APPLY
+        )
+    else:
+        label_assignment_delete(actor=actor, assignment=obj)
+
+
+@transaction.atomic
+def policy_set_apply(
+    *, actor: Any, document: Any, dry_run: bool = False, prune: bool = False
+) -> dict:
+    """Validate and apply a PolicySet in one transaction; with ``dry_run`` only plan it."""
+    sections = clean_document(document)
+    plan = ApplyPlan()
+    steps: list[tuple] = []
+    for section in sections:
+        steps.extend(_plan_section(section, plan, prune))
+    if not dry_run:
+        # Deletions first, so a document may drop one object and add another freely.
+        for step in sorted(steps, key=lambda s: s[0] != "delete"):
+            _run(step, actor)
+    return plan.as_dict(dry_run=dry_run)
+
+
+def export_document() -> dict:
+    """Every policy and label assignment as a PolicySet that applies as a no-op."""
+    policies = Policy.objects.select_related("cluster").prefetch_related(
+        "filter_rules", "weight_rules"
+    )
+    assignments = LabelAssignment.objects.select_related("cluster")
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "policies": [policy_content(p) for p in policies.order_by("name")],
+        "labelAssignments": [label_assignment_content(a) for a in assignments.order_by("name")],
+    }

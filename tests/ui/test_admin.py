@@ -592,6 +592,42 @@ def test_cluster_list_shows_node_count_without_a_query_per_row(
         admin_client.get(admin_url(Cluster, "changelist"))
 
 
+def test_changelists_make_no_query_per_row(
+    admin_client: Client, admin_user: User, cluster: Cluster, policy: Policy
+) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from inventory.services import nodes_apply
+    from policies.services import label_assignment_create, policy_clone
+    from tests.ui.conftest import node_object
+
+    def query_counts() -> dict[str, int]:
+        counts = {}
+        for model in (Cluster, Node, Policy, LabelAssignment, PolicyVersion, AuditEntry):
+            url = admin_url(model, "changelist")
+            admin_client.get(url)  # warm any per-revision caches the page uses
+            with CaptureQueriesContext(connection) as queries:
+                assert admin_client.get(url).status_code == 200
+            counts[model._meta.label] = len(queries)
+        return counts
+
+    def add_rows(start: int, count: int) -> None:
+        names = [f"n-{i}" for i in range(start, start + count)]
+        nodes_apply(cluster=cluster, objects=[node_object(n) for n in names], replace=False)
+        for name in names:
+            policy_clone(actor=admin_user, policy=policy, name=f"p-{name}")
+            label_assignment_create(
+                actor=admin_user,
+                data={"name": f"a-{name}", "cluster": "prod", "labels": {"example.com/x": "1"}},
+            )
+
+    add_rows(0, 2)
+    few = query_counts()
+    add_rows(2, 10)
+    assert query_counts() == few
+
+
 # --- nodes ----------------------------------------------------------------------------------
 
 

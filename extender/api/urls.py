@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from django.urls import path
+from rest_framework.routers import SimpleRouter
 
-from extender.api import views
+from extender.api import decisions, views
+
+router = SimpleRouter()
+router.register("decisions", decisions.DecisionViewSet, basename="decision")
 
 urlpatterns = [
+    *router.urls,
     path(
         "clusters/<str:name>/scheduler-config/",
         views.SchedulerConfigView.as_view(),

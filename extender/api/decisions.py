@@ -1,0 +1,54 @@
+"""The decision log, read-only: one row per extender call (written off the hot path)."""
+
+from __future__ import annotations
+
+import django_filters
+from rest_framework import serializers
+
+from extender.models import Decision
+from portal.api.base import ReadOnlyPortalViewSet
+
+
+class DecisionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Decision
+        fields = [
+            "id",
+            "created_at",
+            "cluster",
+            "verb",
+            "mode",
+            "pod_namespace",
+            "pod_name",
+            "pod_uid",
+            "nodes_in",
+            "nodes_out",
+            "rejected",
+            "rejected_count",
+            "dry_run_rejected",
+            "top_scores",
+            "duration_ms",
+            "policy_versions",
+            "snapshot_revision",
+        ]
+
+
+class DecisionFilterSet(django_filters.FilterSet):
+    namespace = django_filters.CharFilter(field_name="pod_namespace")
+    pod = django_filters.CharFilter(field_name="pod_name")
+    verb = django_filters.ChoiceFilter(
+        choices=[(v, v) for v in ("filter", "prioritize", "preempt", "bind")]
+    )
+    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+
+    class Meta:
+        model = Decision
+        fields = ["cluster", "namespace", "pod", "pod_uid", "verb", "since"]
+
+
+class DecisionViewSet(ReadOnlyPortalViewSet):
+    """What the extender decided, newest first (retention: DECISION_LOG_RETENTION_DAYS)."""
+
+    queryset = Decision.objects.all()
+    serializer_class = DecisionSerializer
+    filterset_class = DecisionFilterSet

@@ -121,15 +121,25 @@ def _write_loop(q: queue.Queue[tuple[float, CallRecord]]) -> None:
         try:
             write_batch(batch)
         finally:
+            _close_connections()
             for _ in batch:
                 q.task_done()
             publish_queue_depth()
 
 
-def write_batch(batch: list[tuple[float, CallRecord]]) -> int:
-    """Insert one batch; on a database error drop it, count it and return 0."""
+def _close_connections() -> None:
+    # Short-lived connection per batch: nothing held open while idle, and a restarted
+    # database is simply reconnected.
     from django.db import connections
 
+    try:
+        connections.close_all()
+    except Exception:
+        logger.debug("closing the decision writer's connection failed", exc_info=True)
+
+
+def write_batch(batch: list[tuple[float, CallRecord]]) -> int:
+    """Insert one batch; on a database error drop it, count it and return 0."""
     from extender.models import Decision
 
     try:
@@ -139,13 +149,6 @@ def write_batch(batch: list[tuple[float, CallRecord]]) -> int:
         metrics.DECISION_LOG_DROPPED.labels("write_error").inc(len(batch))
         logger.warning("decision log: dropped %d records, write failed: %s", len(batch), exc)
         return 0
-    finally:
-        # Short-lived connection per batch: nothing held open while idle, and a restarted
-        # database is simply reconnected.
-        try:
-            connections.close_all()
-        except Exception:
-            logger.debug("closing the decision writer's connection failed", exc_info=True)
     metrics.DECISION_LOG_WRITTEN.inc(len(rows))
     return len(rows)
 

@@ -132,6 +132,7 @@ ERROR_CODES = {
     "unknown_cluster": "404",
     "unknown_verb": "404",
     "not_found": "404",
+    "bind_disabled": "404",
     "method_not_allowed": "405",
     "too_large": "413",
     "unavailable": "503",

@@ -42,10 +42,12 @@ from policies.services import (
     policy_clone,
     policy_create,
     policy_delete,
+    policy_rollback,
     policy_set_enabled,
     policy_set_mode,
     policy_update,
 )
+from policies.validation import ContentError
 from portal.admin import (
     EMPTY,
     ReadOnlyAdmin,
@@ -437,6 +439,7 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
     list_filter = ("policy",)
     list_select_related = ("policy",)
     search_fields = ("policy__name", "note", "author_name")
+    actions = ("roll_back_to_version",)
     fields = (
         "policy",
         "version",
@@ -447,6 +450,36 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
         "content_display",
     )
     readonly_fields = fields
+
+    def has_rollback_permission(self, request: HttpRequest) -> bool:
+        # A rollback is an edit of the policy, so it needs the policy's change permission.
+        return request.user.has_perm("policies.change_policy")
+
+    @admin.action(
+        description="Roll back the policy to the selected version", permissions=["rollback"]
+    )
+    def roll_back_to_version(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
+        selected = list(queryset.select_related("policy")[:2])
+        if len(selected) != 1:
+            self.message_user(
+                request, "Select exactly one version to roll back to.", messages.ERROR
+            )
+            return
+        old = selected[0]
+        try:
+            policy = policy_rollback(actor=request.user, policy=old.policy, version=old.version)
+        except ContentError as exc:
+            self.message_user(request, f"Not rolled back: {exc}", messages.ERROR)
+            return
+        if policy.version == old.policy.version:
+            text = (
+                f"Nothing changed: {policy.name} already has the content of version {old.version}."
+            )
+        else:
+            text = (
+                f"Rolled back {policy.name} to version {old.version} as version {policy.version}."
+            )
+        self.message_user(request, text, messages.SUCCESS)
 
     @admin.display(description="author", ordering="author_name")
     def author_display(self, obj: PolicyVersion) -> str:

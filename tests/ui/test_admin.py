@@ -500,6 +500,28 @@ def test_version_page_shows_a_diff_against_the_previous_version(
     assert "First version" in admin_client.get(change_url(first)).content.decode()
 
 
+def test_rollback_action_makes_a_new_version_equal_to_the_old_one(
+    admin_client: Client, admin_user: User, policy: Policy, viewer_client: Client
+) -> None:
+    policy_set_enabled(actor=admin_user, policy=policy, enabled=False)
+    first = PolicyVersion.objects.get(policy=policy, version=1)
+
+    run_action(viewer_client, PolicyVersion, "roll_back_to_version", [first])
+    policy.refresh_from_db()
+    assert policy.version == 2  # a viewer cannot roll back
+
+    response = run_action(admin_client, PolicyVersion, "roll_back_to_version", [first])
+    assert "Rolled back gpu-only to version 1 as version 3." in response.content.decode()
+    policy.refresh_from_db()
+    assert (policy.version, policy.enabled) == (3, True)
+    assert PolicyVersion.objects.get(policy=policy, version=3).content == first.content
+    assert AuditEntry.objects.filter(object_name="gpu-only", action="rollback").count() == 1
+
+    both = list(PolicyVersion.objects.filter(policy=policy)[:2])
+    response = run_action(admin_client, PolicyVersion, "roll_back_to_version", both)
+    assert "Select exactly one version" in response.content.decode()
+
+
 def test_policy_change_page_links_to_its_versions(admin_client: Client, policy: Policy) -> None:
     html = admin_client.get(change_url(policy)).content.decode()
     link = f"{admin_url(PolicyVersion, 'changelist')}?policy__id__exact={policy.pk}"

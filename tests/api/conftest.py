@@ -49,3 +49,67 @@ def viewer(clients) -> APIClient:
 @pytest.fixture
 def admin_client(clients) -> APIClient:
     return clients["admin"]
+
+
+@pytest.fixture
+def world(db):
+    """A small installation: a static and a Kubernetes cluster, nodes, a policy, an assignment
+    and one decision-log row."""
+    from django.utils import timezone
+
+    from extender.models import Decision
+    from tests.factories import load_nodes, make_assignment, make_cluster, make_policy, node_object
+
+    prod = make_cluster("prod", is_default=True)
+    make_cluster("kube", source="kubernetes")
+    load_nodes(
+        prod,
+        [
+            node_object("gpu-1", {"nvidia.com/gpu.product": "A100", "zone": "a"}),
+            node_object("gpu-2", {"nvidia.com/gpu.product": "T4", "zone": "b"}),
+            node_object("cpu-1", {"spot": "true", "zone": "a"}),
+        ],
+    )
+    make_policy()
+    make_assignment()
+    Decision.objects.create(
+        created_at=timezone.now(),
+        cluster="prod",
+        verb="filter",
+        mode="names",
+        pod_namespace="ml",
+        pod_name="train-0",
+        nodes_in=3,
+        nodes_out=1,
+    )
+    return {"prod": prod}
+
+
+@pytest.fixture
+def fresh_snapshot(monkeypatch):
+    """The extender's snapshot holder emptied around the test (revisions repeat across tests)."""
+    from extender import handler
+    from extender.holder import holder
+
+    monkeypatch.setattr(handler, "ensure_started", lambda: None)
+    holder.snapshot = None
+    yield holder
+    holder.snapshot = None
+
+
+@pytest.fixture
+def queued_syncs(monkeypatch) -> list[int]:
+    """``sync_cluster.delay`` recorded instead of sent to a broker."""
+    from inventory import tasks
+
+    calls: list[int] = []
+
+    class _Result:
+        id = "task-0001"
+
+    def fake_delay(cluster_id: int) -> _Result:
+        calls.append(cluster_id)
+        return _Result()
+
+    monkeypatch.setattr(tasks.sync_cluster, "delay", fake_delay)
+    return calls

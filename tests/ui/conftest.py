@@ -120,6 +120,15 @@ def viewer_client(db: None) -> Client:
     return client
 
 
+@pytest.fixture
+def editor_client(db: None) -> Client:
+    user = User.objects.create_user("editor1", password="pw-editor-1", is_staff=True)
+    user.groups.add(Group.objects.get(name="editor"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
 def form_data(response: Any) -> dict[str, Any]:
     """The POST a browser would send for an admin add/change page as rendered (unchanged)."""
     data: dict[str, Any] = {}

@@ -110,6 +110,30 @@ def test_viewer_can_view_but_not_change(
     assert Policy.objects.get().name == "gpu-only"
 
 
+def test_editor_edits_policies_and_deletes_a_cluster_with_everything_in_it(
+    editor_client: Client, nodes: None, policy: Policy, assignment: LabelAssignment
+) -> None:
+    data = form_data(editor_client.get(change_url(policy)))
+    data["weight_rules-0-weight"] = "-20"
+    assert editor_client.post(change_url(policy), data).status_code == 302
+    policy.refresh_from_db()
+    assert policy.version == 2
+    assert PolicyVersion.objects.get(policy=policy, version=2).author_name == "editor1"
+
+    cluster = Cluster.objects.get(name="prod")
+    policy_data = form_data(editor_client.get(change_url(policy)))
+    policy_data["cluster"] = str(cluster.pk)
+    assert editor_client.post(change_url(policy), policy_data).status_code == 302
+
+    # Nodes and versions have no delete permission of their own; they go with the cluster.
+    url = admin_url(Cluster, "delete", cluster.pk)
+    assert "Are you sure" in editor_client.get(url).content.decode()
+    assert editor_client.post(url, {"post": "yes"}).status_code == 302
+    assert not Cluster.objects.exists()
+    assert not Policy.objects.exists()
+    assert not LabelAssignment.objects.exists()
+
+
 # --- policies: create and edit with inline rules --------------------------------------------
 
 

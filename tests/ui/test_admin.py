@@ -404,7 +404,7 @@ def test_stale_edit_shows_a_conflict_instead_of_overwriting(
 def test_edit_racing_another_save_is_refused_with_a_message(
     admin_client: Client, admin_user: User, policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import policies.admin
+    import policies.admin.policy
     from policies.services import policy_update
 
     def someone_else_saves_first(**kwargs: Any) -> Policy:
@@ -412,7 +412,7 @@ def test_edit_racing_another_save_is_refused_with_a_message(
         policy_set_enabled(actor=admin_user, policy=policy, enabled=False)
         return policy_update(**kwargs)
 
-    monkeypatch.setattr(policies.admin, "policy_update", someone_else_saves_first)
+    monkeypatch.setattr(policies.admin.policy, "policy_update", someone_else_saves_first)
     data = form_data(admin_client.get(change_url(policy)))
     data["description"] = "my edit"
     response = admin_client.post(change_url(policy), data, follow=True)

@@ -1,0 +1,140 @@
+"""Label assignments, written through the label-assignment services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.forms import ModelForm
+from django.http import HttpRequest
+
+from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
+from policies.forms import LabelAssignmentForm
+from policies.models import LabelAssignment
+from policies.services import (
+    label_assignment_create,
+    label_assignment_delete,
+    label_assignment_set_enabled,
+    label_assignment_update,
+)
+from portal.admin import ServiceWriteMixin, labels_text
+
+
+def selector_summary(selector: dict) -> str:
+    """'names gpu-*, node-1; pool In [a, b]' for a node selector; 'every node' when empty."""
+    parts = []
+    names = selector.get("node_names") or []
+    if names:
+        parts.append("names " + ", ".join(names))
+    for expr in selector.get("match_expressions") or []:
+        values = expr.get("values") or []
+        text = f"{expr.get('key')} {expr.get('operator')}"
+        parts.append(f"{text} [{', '.join(map(str, values))}]" if values else text)
+    return "; ".join(parts) or "every node"
+
+
+@admin.register(LabelAssignment)
+class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
+    form = LabelAssignmentForm
+    conflict_subject = "label assignment"
+    list_display = (
+        "name",
+        "cluster_name",
+        "enabled",
+        "priority",
+        "labels_display",
+        "selector_display",
+        "version",
+        "updated_at",
+    )
+    list_filter = ("cluster", "enabled")
+    list_select_related = ("cluster",)
+    search_fields = ("name", "description")
+    actions = ("enable_assignments", "disable_assignments")
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "cluster",
+                    "description",
+                    ("enabled", "priority"),
+                    "node_selector",
+                    "labels",
+                    "expected_version",
+                )
+            },
+        ),
+        ("History", {"fields": HISTORY_FIELDS}),
+    )
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: LabelAssignment | None = None
+    ) -> list[str]:
+        return [*super().get_readonly_fields(request, obj), *HISTORY_FIELDS]
+
+    def get_fieldsets(self, request: HttpRequest, obj: LabelAssignment | None = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        return fieldsets if obj is not None else fieldsets[:1]
+
+    @admin.display(description="cluster", ordering="cluster__name")
+    def cluster_name(self, obj: LabelAssignment) -> str:
+        return cluster_display(obj)
+
+    @admin.display(description="labels")
+    def labels_display(self, obj: LabelAssignment) -> str:
+        return labels_text(obj.labels, limit=6)
+
+    @admin.display(description="node selector")
+    def selector_display(self, obj: LabelAssignment) -> str:
+        return selector_summary(obj.node_selector)
+
+    def save_model(
+        self, request: HttpRequest, obj: LabelAssignment, form: ModelForm, change: bool
+    ) -> None:
+        data = LabelAssignmentForm.service_data(form.cleaned_data)
+        if change:
+            saved = label_assignment_update(
+                actor=request.user,
+                assignment=obj,
+                data=data,
+                expected_version=form.cleaned_data.get("expected_version"),
+            )
+        else:
+            saved = label_assignment_create(actor=request.user, data=data)
+        obj.pk = saved.pk
+        obj.version = saved.version
+
+    def delete_model(self, request: HttpRequest, obj: LabelAssignment) -> None:
+        label_assignment_delete(actor=request.user, assignment=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[LabelAssignment]) -> None:
+        for assignment in queryset:
+            label_assignment_delete(actor=request.user, assignment=assignment)
+
+    def _set_enabled(
+        self, request: HttpRequest, queryset: QuerySet[LabelAssignment], enabled: bool
+    ) -> None:
+        changed = sum(
+            label_assignment_set_enabled(actor=request.user, assignment=a, enabled=enabled).version
+            != a.version
+            for a in queryset
+        )
+        done = "enabled" if enabled else "disabled"
+        self.message_user(
+            request,
+            f"{plural(changed, 'label assignment', 'label assignments')} {done}.",
+            messages.SUCCESS,
+        )
+
+    @admin.action(description="Enable selected label assignments", permissions=["change"])
+    def enable_assignments(self, request: HttpRequest, queryset: QuerySet[LabelAssignment]) -> None:
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description="Disable selected label assignments", permissions=["change"])
+    def disable_assignments(
+        self, request: HttpRequest, queryset: QuerySet[LabelAssignment]
+    ) -> None:
+        self._set_enabled(request, queryset, False)

@@ -11,7 +11,7 @@ os.environ.setdefault(
     "PORTAL_VAR_DIR", os.path.join(os.path.dirname(__file__), "..", "var", "test")
 )
 
-from portal.settings import *  # noqa: E402, F403
+from portal.settings import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
@@ -19,3 +19,5 @@ STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticF
 # test's own database setup and snapshots; the tests that exercise them switch them on.
 EXTENDER_REFRESH_ENABLED = False
 DECISION_LOG_ENABLED = False
+# WhiteNoise serves collected files; tests never collect them, so give it an empty directory.
+os.makedirs(STATIC_ROOT, exist_ok=True)  # noqa: F405

@@ -1,50 +1,16 @@
-"""Fixtures for the admin UI tests: data made through the services, and helpers that post
-admin forms the way a browser would."""
+"""Fixtures for the admin UI tests: data made through the services."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.contrib.auth.models import Group, User
-from django.forms import CheckboxInput
 from django.test import Client
 
 from inventory.models import Cluster
 from inventory.services import cluster_create, nodes_apply
 from policies.models import LabelAssignment, Policy
 from policies.services import label_assignment_create, policy_create
-
-
-def node_object(
-    name: str,
-    *,
-    labels: dict[str, str] | None = None,
-    ready: bool = True,
-    unschedulable: bool = False,
-    cpu: str = "4",
-    memory: str = "16Gi",
-) -> dict[str, Any]:
-    """A small v1 Node object, enough for the inventory to parse every field it shows."""
-    resources = {"cpu": cpu, "memory": memory, "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels or {}},
-        "spec": {
-            "unschedulable": unschedulable,
-            "taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}],
-        },
-        "status": {
-            "conditions": [
-                {"type": "Ready", "status": "True" if ready else "False", "reason": "KubeletReady"}
-            ],
-            "capacity": resources,
-            "allocatable": resources,
-            "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
-            "nodeInfo": {"kubeletVersion": "v1.30.2", "architecture": "amd64"},
-        },
-    }
+from tests.ui.helpers import node_object
 
 
 @pytest.fixture
@@ -127,40 +93,3 @@ def editor_client(db: None) -> Client:
     client = Client()
     client.force_login(user)
     return client
-
-
-def form_data(response: Any) -> dict[str, Any]:
-    """The POST a browser would send for an admin add/change page as rendered (unchanged)."""
-    data: dict[str, Any] = {}
-    forms = [response.context["adminform"].form]
-    for inline in response.context["inline_admin_formsets"]:
-        formset = inline.formset
-        management = formset.management_form
-        for name in management.fields:
-            data[management.add_prefix(name)] = management[name].value()
-        forms.extend(formset.forms)
-    for form in forms:
-        for name, field in form.fields.items():
-            value = form[name].value()
-            key = form.add_prefix(name)
-            if isinstance(field.widget, CheckboxInput):
-                if value:
-                    data[key] = "on"
-            elif value is not None:
-                data[key] = value
-    return data
-
-
-def set_rows(data: dict[str, Any], prefix: str, rows: list[dict[str, Any]], start: int = 0) -> None:
-    """Fill inline rows ``prefix-<i>-field`` from ``start`` and fix the management form."""
-    for offset, row in enumerate(rows):
-        i = start + offset
-        defaults = {"position": str(i), "enabled": "on", "values": "[]"}
-        for field, value in {**defaults, **row}.items():
-            key = f"{prefix}-{i}-{field}"
-            if value is None:
-                data.pop(key, None)
-            else:
-                data[key] = value
-    total = max(int(data[f"{prefix}-TOTAL_FORMS"]), start + len(rows))
-    data[f"{prefix}-TOTAL_FORMS"] = str(total)

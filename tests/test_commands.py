@@ -187,6 +187,13 @@ def test_create_api_token_rejects_an_unknown_role() -> None:
     assert not get_user_model().objects.filter(username="ci").exists()
 
 
+@pytest.mark.parametrize("username", ["", "   ", "bad user!", "x" * 151])
+def test_create_api_token_rejects_an_invalid_user_name(username: str) -> None:
+    with pytest.raises(CommandError, match="user name"):
+        run("create_api_token", username, role="viewer")
+    assert not Token.objects.exists()
+
+
 def test_create_api_token_recreates_a_missing_role_group() -> None:
     Group.objects.filter(name="viewer").delete()
     key = run("create_api_token", "ci", role="viewer")[0].strip()

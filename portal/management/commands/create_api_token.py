@@ -10,6 +10,7 @@ from typing import Any
 from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from rest_framework.authtoken.models import Token
@@ -37,6 +38,13 @@ class Command(BaseCommand):
         if role not in ROLES:
             raise CommandError(f"Unknown role {role!r}: use one of {', '.join(ROLES)}.")
         username = options["username"].strip()
+        user_model = get_user_model()
+        try:
+            user_model._meta.get_field(user_model.USERNAME_FIELD).run_validators(username)
+        except ValidationError as exc:
+            raise CommandError(
+                f"Invalid user name {username!r}: {' '.join(exc.messages)}"
+            ) from None
         if not username:
             raise CommandError("A user name is required.")
         group = Group.objects.filter(name=role).first()
@@ -44,7 +52,6 @@ class Command(BaseCommand):
             # The roles migration creates the groups; recreate them if someone deleted one.
             sync_roles(apps)
             group = Group.objects.get(name=role)
-        user_model = get_user_model()
         user, created = user_model.objects.get_or_create(
             **{user_model.USERNAME_FIELD: username}, defaults={"is_staff": True}
         )

@@ -127,6 +127,17 @@ def test_node_search_by_name_and_label(
     assert node_names(response) == expected
 
 
+@pytest.mark.parametrize(
+    "query", ['a"b=c', "'", '"unterminated', "=", "k=", "x__contains=1", "%", "é=ü"]
+)
+def test_odd_node_searches_find_nothing_instead_of_failing(
+    admin_client: Client, nodes: None, query: str
+) -> None:
+    response = admin_client.get(admin_url(Node, "changelist"), {"q": query})
+    assert response.status_code == 200
+    assert node_names(response) == []
+
+
 def test_node_filters_by_readiness(admin_client: Client, nodes: None) -> None:
     response = admin_client.get(admin_url(Node, "changelist"), {"ready__exact": "0"})
     assert node_names(response) == ["node-b"]

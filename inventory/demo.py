@@ -8,7 +8,7 @@ touches an object that already exists, so running it on every ``make run`` is sa
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.db import transaction
@@ -89,13 +89,9 @@ def _pool_nodes() -> list[PoolNode]:
                 )
             )
     # One node that stopped reporting and one an operator drained: what every real fleet has.
-    nodes[7] = _replace(nodes[7], ready=False)
-    nodes[12] = _replace(nodes[12], cordoned=True)
+    nodes[7] = replace(nodes[7], ready=False)
+    nodes[12] = replace(nodes[12], cordoned=True)
     return nodes
-
-
-def _replace(node: PoolNode, **changes: Any) -> PoolNode:
-    return PoolNode(**{**node.__dict__, **changes})
 
 
 def _condition(kind: str, status: str, reason: str, message: str) -> dict[str, str]:

@@ -155,7 +155,11 @@ def sync_cluster(
         objects, resource_version, pages = list_nodes(api, page_size=page_size)
         with transaction.atomic():
             applied = nodes_apply(
-                cluster=cluster, objects=objects, replace=True, resource_version=resource_version
+                cluster=cluster,
+                objects=objects,
+                replace=True,
+                resource_version=resource_version,
+                trust_resource_version=True,
             )
             finished = timezone.now()
             Cluster.objects.filter(pk=cluster_id).update(

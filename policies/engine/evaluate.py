@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
+from operator import is_, is_not
 
 from policies.engine.facts import NodeFacts, NodeTable
 from policies.engine.pods import PodFacts
@@ -31,18 +32,13 @@ MAX_SCORE = 10
 # Distinct policy sets cached per evaluator; beyond this the cache starts over (a guard against
 # pathological pod label churn, not a limit real clusters reach).
 MAX_CACHED_SETS = 4096
+MAX_CACHED_SELECTIONS = 65536
 
 RuleKey = tuple[str, str]  # (policy name, rule label)
 
 
-class _Unknown:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN = _Unknown()
+# The reject-map lookup result for a name the evaluator has no node for (compared by identity).
+UNKNOWN = "\x00unknown node\x00"
 
 
 def unknown_node_reason(name: str, cluster: str) -> str:
@@ -64,17 +60,109 @@ class PolicySetTable:
     reject_rules: dict[str, tuple[RuleKey, ...]]
     dry_reject: dict[str, str]
     dry_reject_rules: dict[str, tuple[RuleKey, ...]]
-    static: dict[str, float]
-    resource_terms: tuple[tuple[int, dict[str, int]], ...]
-    dry_static: dict[str, float]
-    dry_resource_terms: tuple[tuple[int, dict[str, int]], ...]
+    scores: ScoreModel
+    # Scores as they would be with the dry-run policies enforced too (None: no dry-run policy).
+    dry_run_scores: ScoreModel | None
     # policy name -> version, for the active policies (enforce and dry-run)
     versions: dict[str, int]
 
     @property
     def scored(self) -> bool:
         """True when an enforce weight rule applies (else every score is 0)."""
-        return bool(self.static or self.resource_terms)
+        return self.scores.scored
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceTerm:
+    """Resource weight rules of one resource, combined: ``weight x allocatable / max``."""
+
+    weight: int
+    allocatable: dict[str, int]  # name -> allocatable, non-zero only
+    cluster_max: int
+    # Nodes with the cluster-wide maximum: when a request includes one, its maximum is the
+    # cluster's, and the precomputed raw scores apply as they are.
+    at_max: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreModel:
+    """Raw scores of one set of weight rules over an evaluator's nodes."""
+
+    static: dict[str, float]  # node-only contributions, non-zero only
+    terms: tuple[ResourceTerm, ...]
+    # static + resource terms scaled by the cluster-wide maxima, non-zero only
+    dense: dict[str, float]
+    # The final scores when a request spans the cluster's whole range: it includes a node with
+    # the lowest and one with the highest raw score (and, per resource term, one with the
+    # largest allocatable), so normalising over the request equals normalising over the
+    # cluster. Unknown names score as raw 0 (``zero_score``) when 0 is inside the range.
+    dense_scores: dict[str, int]
+    low: float
+    high: float
+    at_low: frozenset[str]
+    at_high: frozenset[str]
+    zero_score: int
+
+    @property
+    def scored(self) -> bool:
+        return bool(self.static or self.terms)
+
+    def raw(self, names: Sequence[str]) -> list[float]:
+        """Raw score per name: node-only contributions plus resource weights scaled by the
+        largest allocatable among ``names`` (0 when that is 0). Unknown names contribute 0."""
+        terms = self.terms
+        if not terms:
+            return list(map(self.static.get, names, repeat(0.0)))
+        if all(not term.at_max.isdisjoint(names) for term in terms):
+            return list(map(self.dense.get, names, repeat(0.0)))
+        raws = list(map(self.static.get, names, repeat(0.0)))
+        for term in terms:
+            amounts = list(map(term.allocatable.get, names, repeat(0)))
+            top = max(amounts, default=0)
+            if top > 0:
+                weight = term.weight
+                raws = [
+                    raw + weight * amount / top for raw, amount in zip(raws, amounts, strict=True)
+                ]
+        return raws
+
+    def scores(self, names: Sequence[str]) -> list[int]:
+        """Scores 0..10 per name, normalised over ``names``."""
+        if not self.scored:
+            return [0] * len(names)
+        if (
+            self.low <= 0.0 <= self.high
+            and not self.at_high.isdisjoint(names)
+            and not self.at_low.isdisjoint(names)
+            and all(not term.at_max.isdisjoint(names) for term in self.terms)
+        ):
+            return list(map(self.dense_scores.get, names, repeat(self.zero_score)))
+        return normalise(self.raw(names))
+
+
+def _score_model(
+    names: Sequence[str], static: dict[str, float], terms: tuple[ResourceTerm, ...]
+) -> ScoreModel:
+    dense = dict(static)
+    for term in terms:
+        weight, top = term.weight, term.cluster_max
+        for name, value in term.allocatable.items():
+            dense[name] = dense.get(name, 0.0) + weight * value / top
+    dense = {name: raw for name, raw in dense.items() if raw}
+    raws = list(map(dense.get, names, repeat(0.0)))
+    low, high = (min(raws), max(raws)) if raws else (0.0, 0.0)
+    scores = normalise([*raws, 0.0]) if raws else [0]
+    return ScoreModel(
+        static=static,
+        terms=terms,
+        dense=dense,
+        dense_scores=dict(zip(names, scores, strict=False)),
+        low=low,
+        high=high,
+        at_low=frozenset(n for n, raw in zip(names, raws, strict=True) if raw == low),
+        at_high=frozenset(n for n, raw in zip(names, raws, strict=True) if raw == high),
+        zero_score=scores[-1] if low <= 0.0 <= high else 0,
+    )
 
 
 class ClusterEvaluator:
@@ -98,6 +186,7 @@ class ClusterEvaluator:
             for policy in self.policies
         )
         self._tables: dict[tuple[int, ...], PolicySetTable] = {}
+        self._selections: dict[tuple[str, frozenset], tuple[int, ...]] = {}
         self._allocatable: dict[str, dict[str, int]] = {}
 
     def _judge(self, check: FilterCheck) -> tuple[FilterCheck, dict[int, str]]:
@@ -117,7 +206,15 @@ class ClusterEvaluator:
 
     def active(self, pod: PodFacts) -> tuple[int, ...]:
         """Positions of the policies that select ``pod``: the key of its PolicySetTable."""
-        return active_positions(self.policies, pod)
+        # Pods of one workload share namespace and labels: remember their selection.
+        key = (pod.namespace, frozenset(pod.labels.items()))
+        positions = self._selections.get(key)
+        if positions is None:
+            positions = active_positions(self.policies, pod)
+            if len(self._selections) >= MAX_CACHED_SELECTIONS:
+                self._selections = {}
+            self._selections[key] = positions
+        return positions
 
     def table(self, positions: tuple[int, ...]) -> PolicySetTable:
         """The combined verdicts of the policies at ``positions``, built once per set."""
@@ -155,13 +252,25 @@ class ClusterEvaluator:
         names = self.nodes.names
         return {names[i]: amount for i, amount in raw.items() if amount}
 
-    def _resource_terms(self, positions: Iterable[int]) -> tuple[tuple[int, dict[str, int]], ...]:
-        terms = []
+    def _score_model(self, positions: Iterable[int]) -> ScoreModel:
+        positions = tuple(positions)
+        weights: dict[str, int] = {}
         for position in positions:
             for check in self.policies[position].weights:
                 if check.contribution is None:
-                    terms.append((check.weight, self._allocatable_map(check.column[1])))
-        return tuple(terms)
+                    resource = check.column[1]
+                    weights[resource] = weights.get(resource, 0) + check.weight
+        terms = []
+        for resource, weight in weights.items():
+            if not weight:
+                continue
+            allocatable = self._allocatable_map(resource)
+            top = max(allocatable.values(), default=0)
+            if top <= 0:
+                continue  # every node contributes 0, whatever the request
+            at_max = frozenset(name for name, value in allocatable.items() if value == top)
+            terms.append(ResourceTerm(weight, allocatable, top, at_max))
+        return _score_model(self.nodes.names, self._static(positions), tuple(terms))
 
     def _allocatable_map(self, resource: str) -> dict[str, int]:
         allocatable = self._allocatable.get(resource)
@@ -202,10 +311,8 @@ class ClusterEvaluator:
             reject_rules=reject_rules,
             dry_reject=dry_reject,
             dry_reject_rules=dry_reject_rules,
-            static=self._static(enforce),
-            resource_terms=self._resource_terms(enforce),
-            dry_static=self._static(positions) if dry_run else {},
-            dry_resource_terms=self._resource_terms(positions) if dry_run else (),
+            scores=self._score_model(enforce),
+            dry_run_scores=self._score_model(positions) if dry_run else None,
             versions={self.policies[p].name: self.policies[p].version for p in positions},
         )
 
@@ -225,11 +332,32 @@ def filter_names(
 ) -> FilterOutcome:
     """Filter the request's node names; unknown names follow ``unknown_node_action``."""
     reject = table.reject
+    # One dict lookup per node, the rest in C: this runs for every pod the scheduler places.
+    reasons = list(map(reject.get, names, repeat(UNKNOWN)))
+    if not any(map(is_, reasons, repeat(UNKNOWN))):
+        passed = list(compress(names, map(is_, reasons, repeat(None))))
+        if len(passed) == len(names):
+            rejected: dict[str, str] = {}
+        else:
+            rejected = dict(
+                compress(zip(names, reasons, strict=True), map(is_not, reasons, repeat(None)))
+            )
+    else:
+        passed, rejected = _with_unknown(names, reasons, unknown_node_action, cluster)
+    dry_run_rejected: dict[str, str] = {}
+    if table.dry_reject:
+        dry = list(map(table.dry_reject.get, names))
+        dry_run_rejected = dict(compress(zip(names, dry, strict=True), dry))
+    return FilterOutcome(passed, rejected, dry_run_rejected)
+
+
+def _with_unknown(
+    names: Sequence[str], reasons: list, unknown_node_action: str, cluster: str
+) -> tuple[list[str], dict[str, str]]:
     passed: list[str] = []
     rejected: dict[str, str] = {}
     allow_unknown = unknown_node_action == ALLOW
-    for name in names:
-        reason = reject.get(name, UNKNOWN)
+    for name, reason in zip(names, reasons, strict=True):
         if reason is None:
             passed.append(name)
         elif reason is UNKNOWN:
@@ -238,31 +366,8 @@ def filter_names(
             else:
                 rejected[name] = unknown_node_reason(name, cluster)
         else:
-            rejected[name] = reason  # type: ignore[assignment]
-    dry_run_rejected: dict[str, str] = {}
-    if table.dry_reject:
-        dry = table.dry_reject
-        for name in names:
-            reason = dry.get(name)
-            if reason is not None:
-                dry_run_rejected[name] = reason
-    return FilterOutcome(passed, rejected, dry_run_rejected)
-
-
-def raw_scores(
-    names: Sequence[str],
-    static: dict[str, float],
-    resource_terms: tuple[tuple[int, dict[str, int]], ...],
-) -> list[float]:
-    """Raw score per name: node-only contributions plus resource weights scaled by the
-    largest allocatable among ``names`` (0 when that is 0). Unknown names contribute 0."""
-    raws = list(map(static.get, names, repeat(0.0)))
-    for weight, allocatable in resource_terms:
-        amounts = list(map(allocatable.get, names, repeat(0)))
-        top = max(amounts, default=0)
-        if top > 0:
-            raws = [raw + weight * amount / top for raw, amount in zip(raws, amounts, strict=True)]
-    return raws
+            rejected[name] = reason
+    return passed, rejected
 
 
 def normalise(raws: Sequence[float]) -> list[int]:
@@ -279,9 +384,7 @@ def normalise(raws: Sequence[float]) -> list[int]:
 
 def score_names(table: PolicySetTable, names: Sequence[str]) -> list[int]:
     """Scores 0..10 for the request's nodes, one per name in order (duplicates included)."""
-    if not table.scored:
-        return [0] * len(names)
-    return normalise(raw_scores(names, table.static, table.resource_terms))
+    return table.scores.scores(names)
 
 
 @dataclass(slots=True)
@@ -313,13 +416,11 @@ def evaluate_names(
     table = evaluator.table(evaluator.active(pod))
     outcome = filter_names(table, names, unknown_node_action=unknown_node_action, cluster=cluster)
     passed = outcome.passed
-    raws = raw_scores(passed, table.static, table.resource_terms)
-    scores = normalise(raws) if table.scored else [0] * len(passed)
-    if table.dry_run:
-        dry_raws = raw_scores(passed, table.dry_static, table.dry_resource_terms)
-        dry_scores = normalise(dry_raws)
-    else:
-        dry_scores = scores
+    raws = table.scores.raw(passed)
+    scores = table.scores.scores(passed)
+    dry_scores = scores
+    if table.dry_run_scores is not None:
+        dry_scores = table.dry_run_scores.scores(passed)
     return PodEvaluation(
         policies=[p.name for p in table.enforce],
         dry_run_policies=[p.name for p in table.dry_run],

@@ -6,6 +6,7 @@ nothing here touches Django, so a snapshot can also be built from fixtures or a 
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -45,6 +46,9 @@ class ClusterSnapshot:
     sync_state: str
     assignments: tuple[AssignmentSpec, ...]
     evaluator: ClusterEvaluator
+    # Node name -> the JSON of a HostPriority up to its score, so prioritize replies are joined
+    # from ready-made bytes.
+    host_prefixes: dict[str, bytes] = field(default_factory=dict)
     # Full mode: facts of request node objects by (name, resourceVersion).
     node_object_facts: dict[tuple[str, str], NodeFacts] = field(default_factory=dict)
 
@@ -114,6 +118,8 @@ def build_cluster_snapshot(
         for node in nodes
     ]
     applicable = [p for p in policies if p.applies_to_cluster(cluster.name)]
+    evaluator = ClusterEvaluator(applicable, facts)
+    prefixes = {name: _host_prefix(name) for name in evaluator.nodes.names}
     return ClusterSnapshot(
         name=cluster.name,
         unknown_node_action=cluster.unknown_node_action,
@@ -122,8 +128,14 @@ def build_cluster_snapshot(
         last_success_at=cluster.last_success_at,
         sync_state=cluster.sync_state,
         assignments=specs,
-        evaluator=ClusterEvaluator(applicable, facts),
+        evaluator=evaluator,
+        host_prefixes=prefixes,
     )
+
+
+def _host_prefix(name: str) -> bytes:
+    # json.dumps escapes like orjson for the characters node names can hold; both are valid.
+    return b'{"Host":' + json.dumps(name, ensure_ascii=False).encode() + b',"Score":'
 
 
 def build_snapshot_from(

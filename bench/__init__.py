@@ -1,0 +1,1 @@
+"""Benchmarks: scripts that print ratios measured in one run (``make bench``)."""

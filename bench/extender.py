@@ -1,0 +1,369 @@
+"""Extender benchmark (``make bench``): ratios to floors measured in the same run.
+
+1. Names mode in-process: the extender's WSGI handler vs the floor (orjson loads of the same
+   request + dumps of an equal-sized reply), N = 100, 1,000, 5,000 of a 5,000-node cluster.
+2. HTTP on loopback through gunicorn started as ``make run`` starts it, one client connection
+   reused: the portal vs a raw WSGI app doing one dict lookup per node (``bench.reference_wsgi``).
+3. Full mode in-process, N = 100 and 500 realistic ~13 KB nodes, vs the orjson floor.
+4. Snapshot build time for 5,000 nodes and 100 policies, and retained memory per node.
+
+Runs on a throwaway SQLite database, so it needs no server. Prints a table and writes
+``bench/results/extender.md``.
+"""
+
+from __future__ import annotations
+
+import gc
+import http.client
+import io
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "bench" / "results" / "extender.md"
+NODES = 5000
+NAMES_SIZES = (100, 1000, 5000)
+FULL_SIZES = (100, 500)
+TARGETS = {"names": 3.0, "http_p50": 1.2, "http_p99": 1.5, "full": 1.0}
+
+
+def configure(workdir: Path) -> dict[str, str]:
+    env = {
+        "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
+        "SECRET_KEY": "bench-only-not-a-secret",
+        "PORTAL_VAR_DIR": str(workdir),
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "REDIS_URL": "",
+        "LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return env
+
+
+def seed() -> None:
+    from bench import extender_load as load
+    from inventory.services import cluster_create, nodes_apply
+    from policies.services import label_assignment_create, policy_create
+
+    cluster = cluster_create(
+        actor=None, data={"name": load.CLUSTER, "is_default": True, "unknown_node_action": "deny"}
+    )
+    nodes_apply(
+        cluster=cluster, objects=[load.node(i, slim=True) for i in range(NODES)], replace=True
+    )
+    for data in load.label_assignments():
+        label_assignment_create(actor=None, data=data)
+    for data in load.policies(20):
+        policy_create(actor=None, data=data)
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def call_handler(app: Callable, path: str, body: bytes) -> bytes:
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": path,
+        "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_TYPE": "application/json",
+        "wsgi.input": io.BytesIO(body),
+    }
+    return b"".join(app(environ, lambda status, headers: None))
+
+
+def versus_floor(app: Callable, path: str, body: bytes, rounds: int) -> tuple[float, ...]:
+    """(handler p50, p99, floor p50, p99) in ms; handler and floor runs interleaved."""
+    import orjson
+
+    reply = orjson.loads(call_handler(app, path, body))
+    handler_times, floor_times = [], []
+    clock = time.perf_counter
+    for _ in range(rounds):
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "PATH_INFO": path,
+            "CONTENT_LENGTH": str(len(body)),
+            "wsgi.input": io.BytesIO(body),
+        }
+        start = clock()
+        b"".join(app(environ, lambda status, headers: None))
+        handler_times.append(clock() - start)
+        start = clock()
+        orjson.loads(body)
+        orjson.dumps(reply)
+        floor_times.append(clock() - start)
+    return tuple(
+        1000 * percentile(samples, q)
+        for samples in (handler_times, floor_times)
+        for q in (0.5, 0.99)
+    )
+
+
+def names_body(n: int) -> bytes:
+    import orjson
+
+    from bench.extender_load import POD
+    from tests.support.nodes import realistic_node
+
+    names = [realistic_node(i, slim=True)["metadata"]["name"] for i in range(n)]
+    return orjson.dumps({"Pod": POD, "Nodes": None, "NodeNames": names})
+
+
+def full_body(n: int) -> bytes:
+    import orjson
+
+    from bench import extender_load as load
+
+    items = [load.node(i, slim=False) for i in range(n)]
+    return orjson.dumps(
+        {"Pod": load.POD, "Nodes": {"metadata": {}, "items": items}, "NodeNames": None}
+    )
+
+
+def bench_in_process(rows: list[str]) -> None:
+    from extender.handler import application
+    from extender.holder import holder
+
+    holder.load()
+    table = [
+        "",
+        "### Names mode, in-process handler vs orjson floor (target <= 3x)",
+        "",
+        "| verb | N | handler p50 | handler p99 | floor p50 | floor p99 | ratio p50 | ratio p99 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in NAMES_SIZES:
+        body = names_body(n)
+        for verb in ("filter", "prioritize"):
+            rounds = {100: 3000, 1000: 800, 5000: 200}[n]
+            h50, h99, f50, f99 = versus_floor(application, f"/extender/bench/{verb}", body, rounds)
+            table.append(
+                f"| {verb} | {n} | {h50:.3f} | {h99:.3f} | {f50:.3f} | {f99:.3f} "
+                f"| {h50 / f50:.2f}x | {h99 / f99:.2f}x |"
+            )
+    rows.extend(table)
+
+    table = [
+        "",
+        "### Full mode (realistic ~13 KB nodes), in-process vs orjson floor (target <= 1.0x)",
+        "",
+        "| verb | N | body MB | handler p50 | handler p99 | floor p50 | floor p99 | ratio p50 "
+        "| ratio p99 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for n in FULL_SIZES:
+        body = full_body(n)
+        for verb in ("filter", "prioritize"):
+            rounds = {100: 200, 500: 60}[n]
+            h50, h99, f50, f99 = versus_floor(application, f"/extender/bench/{verb}", body, rounds)
+            table.append(
+                f"| {verb} | {n} | {len(body) / 1e6:.1f} | {h50:.2f} | {h99:.2f} | {f50:.2f} "
+                f"| {f99:.2f} | {h50 / f50:.2f}x | {h99 / f99:.2f}x |"
+            )
+    rows.extend(table)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_gunicorn(app: str, env: dict[str, str]) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    command = [
+        str(ROOT / ".venv" / "bin" / "gunicorn"),
+        app,
+        "-c",
+        str(ROOT / "deploy" / "gunicorn.conf.py"),
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "2",
+        "--access-logfile",
+        "-",
+    ]
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return process, port
+
+
+def wait_ready(port: int, body: bytes, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            connection.request("POST", "/extender/bench/filter", body)
+            response = connection.getresponse()
+            response.read()
+            connection.close()
+            if response.status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"gunicorn on port {port} did not answer within {timeout}s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def http_latencies(port: int, path: str, body: bytes, rounds: int) -> tuple[float, float]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    headers = {"Content-Type": "application/json"}
+    samples = []
+    clock = time.perf_counter
+    for i in range(rounds + 20):
+        start = clock()
+        connection.request("POST", path, body, headers)
+        response = connection.getresponse()
+        response.read()
+        elapsed = clock() - start
+        if response.status != 200:
+            raise RuntimeError(f"{path}: HTTP {response.status}")
+        if i >= 20:  # warm-up
+            samples.append(elapsed)
+    connection.close()
+    return 1000 * percentile(samples, 0.5), 1000 * percentile(samples, 0.99)
+
+
+def bench_http(rows: list[str], env: dict[str, str]) -> None:
+    bodies = {n: names_body(n) for n in NAMES_SIZES}
+    servers = {}
+    try:
+        for label, app in (
+            ("portal", "portal.wsgi:application"),
+            ("reference", "bench.reference_wsgi:application"),
+        ):
+            servers[label] = start_gunicorn(app, env)
+        for _, port in servers.values():
+            wait_ready(port, bodies[100])
+        rows += [
+            "",
+            "### HTTP on loopback through gunicorn (deploy/gunicorn.conf.py, 2 sync workers), "
+            "portal vs raw WSGI reference (targets p50 <= 1.2x, p99 <= 1.5x)",
+            "",
+            "| verb | N | portal p50 | portal p99 | reference p50 | reference p99 | ratio p50 "
+            "| ratio p99 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for n in NAMES_SIZES:
+            rounds = {100: 600, 1000: 400, 5000: 200}[n]
+            for verb in ("filter", "prioritize"):
+                path = f"/extender/bench/{verb}"
+                # Alternate the two servers in slices so drift hits both alike.
+                portal: list[tuple[float, float]] = []
+                reference: list[tuple[float, float]] = []
+                for _ in range(2):
+                    portal.append(
+                        http_latencies(servers["portal"][1], path, bodies[n], rounds // 2)
+                    )
+                    reference.append(
+                        http_latencies(servers["reference"][1], path, bodies[n], rounds // 2)
+                    )
+                p50 = sum(p[0] for p in portal) / 2
+                p99 = max(p[1] for p in portal)
+                r50 = sum(r[0] for r in reference) / 2
+                r99 = max(r[1] for r in reference)
+                rows.append(
+                    f"| {verb} | {n} | {p50:.3f} | {p99:.3f} | {r50:.3f} | {r99:.3f} "
+                    f"| {p50 / r50:.2f}x | {p99 / r99:.2f}x |"
+                )
+    finally:
+        for process, _ in servers.values():
+            stop(process)
+
+
+def bench_snapshot(rows: list[str]) -> None:
+    from bench import extender_load as load
+    from policies.compile import build_snapshot
+    from policies.services import policy_create
+
+    for data in load.policies(100)[20:]:
+        policy_create(actor=None, data=data)
+    build_snapshot()  # warm caches (compiled globs, interned strings)
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        snapshot = build_snapshot()
+        times.append(time.perf_counter() - start)
+    del snapshot
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    snapshot = build_snapshot()
+    gc.collect()
+    retained = tracemalloc.get_traced_memory()[0] - before
+    peak = tracemalloc.get_traced_memory()[1] - before
+    tracemalloc.stop()
+    cluster = snapshot.clusters[load.CLUSTER]
+    rows += [
+        "",
+        "### Snapshot (5,000 nodes, 100 policies, 500 rules, 10 label assignments)",
+        "",
+        "| measure | value | target |",
+        "|---|---:|---:|",
+        f"| build time, best of 3 (database read included) | {min(times) * 1000:.0f} ms "
+        "| <= 1000 ms |",
+        f"| retained memory per node | {retained / cluster.node_count:.0f} B | <= 2048 B |",
+        f"| peak memory while building, per node | {peak / cluster.node_count:.0f} B | - |",
+        f"| policies applying to the cluster | {len(cluster.policies)} | - |",
+    ]
+
+
+def main() -> int:
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="extender-bench-") as tmp:
+        env = configure(Path(tmp))
+        seed()
+        rows: list[str] = []
+        bench_in_process(rows)
+        bench_http(rows, env)
+        bench_snapshot(rows)
+    header = [
+        "# Extender benchmark",
+        "",
+        f"Python {platform.python_version()} on {platform.machine()}, "
+        f"{os.cpu_count()} CPUs; {NODES} realistic nodes in the inventory, 20 policies "
+        "(100 rules) and 10 label assignments unless said otherwise; times in milliseconds.",
+        f"Whole run: {time.perf_counter() - started:.0f} s. Generated by `make bench`.",
+    ]
+    text = "\n".join([*header, *rows, ""])
+    print(text)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

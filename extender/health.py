@@ -8,6 +8,7 @@ alive, and says in ``/readyz`` and ``/metrics`` that its snapshot is stale.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -83,7 +84,7 @@ def readyz(environ: dict, start_response: StartResponse) -> list[bytes]:
         return refused
     refresh.ensure_started()
     status = refresh.freshness()
-    body: dict[str, Any] = {"status": "not ready" if status.stale else "ready"}
+    body: dict[str, Any] = {"status": "not ready" if status.stale else "ready", "pid": os.getpid()}
     if status.stale:
         body["reason"] = status.reason
     body.update(status.as_dict())

@@ -108,6 +108,8 @@ SNAPSHOT_STALE = Gauge(
     "failing for longer than EXTENDER_STALE_SECONDS, or a newer revision that failed to load).",
     multiprocess_mode="livemax",
 )
+# A process is stale until its first snapshot is loaded and confirmed.
+SNAPSHOT_STALE.set(1)
 REFRESH_ERRORS = Counter(
     "extender_refresh_errors",
     "Failed snapshot refresh attempts, by what failed (database, build, redis).",

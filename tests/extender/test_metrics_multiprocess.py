@@ -42,6 +42,7 @@ SCRAPER = textwrap.dedent(
     from extender import metrics
     assert metrics.MULTIPROCESS
     metrics.SNAPSHOT_REVISION.set(9)  # the scraping worker is current
+    metrics.SNAPSHOT_STALE.set(0)
     body, _ = metrics.render()
     sys.stdout.write(body.decode())
     """

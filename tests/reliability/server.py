@@ -1,0 +1,176 @@
+"""The portal under gunicorn in a separate process, sharing the test's database."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+import pytest
+from django.db import connection
+
+from tests.reliability.tcp_proxy import Address
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def shared_database_target() -> tuple[Address, dict[str, Any]]:
+    """Where the test database listens, and its settings; skips when it cannot be shared."""
+    if connection.vendor != "postgresql":
+        reason = (
+            "needs a database that a separate server process can share, but the test "
+            f"database is {connection.vendor} (in memory for SQLite): set DATABASE_URL to "
+            "PostgreSQL (CI does)"
+        )
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    db = connection.settings_dict
+    host, port = db.get("HOST") or "", int(db.get("PORT") or 5432)
+    target: Address = (
+        (host, port)
+        if host and not host.startswith("/")
+        else (os.path.join(host or "/var/run/postgresql", f".s.PGSQL.{port}"))
+    )
+    return target, db
+
+
+def database_url(db: dict[str, Any], proxy_port: int) -> str:
+    user = quote(db.get("USER") or "", safe="")
+    password = quote(db.get("PASSWORD") or "", safe="")
+    auth = f"{user}:{password}@" if password else f"{user}@"
+    return f"postgres://{auth}127.0.0.1:{proxy_port}/{quote(db['NAME'], safe='')}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Response:
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status, self.body = status, body
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+
+class PortalServer:
+    """``gunicorn portal.wsgi:application`` with the production config and two workers."""
+
+    def __init__(self, *, env: dict[str, str], workdir: Path, workers: int = 2) -> None:
+        self.port = free_port()
+        self.workers = workers
+        self.log_path = workdir / "gunicorn.log"
+        self.metrics_dir = metrics_dir = workdir / "prometheus"
+        metrics_dir.mkdir(exist_ok=True)
+        full_env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "portal.settings",
+            "SECRET_KEY": "reliability-test-only",
+            "DEBUG": "false",
+            "PORTAL_VAR_DIR": str(workdir),
+            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+            "PYTHONPATH": str(REPO),
+            **env,
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "portal.wsgi:application",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--workers",
+            str(workers),
+        ]
+        config = REPO / "deploy" / "gunicorn.conf.py"
+        if config.exists():
+            command += ["-c", str(config)]
+        self._log = self.log_path.open("wb")
+        self.process = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def request(self, method: str, path: str, body: Any = None) -> Response:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            payload = orjson.dumps(body) if body is not None else None
+            headers = {"Content-Type": "application/json"} if payload is not None else {}
+            conn.request(method, path, body=payload, headers=headers)
+            reply = conn.getresponse()
+            return Response(reply.status, reply.read())
+        finally:
+            conn.close()
+
+    def post(self, path: str, body: Any) -> Response:
+        return self.request("POST", path, body)
+
+    def get(self, path: str) -> Response:
+        return self.request("GET", path)
+
+    def wait_until(self, check: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"the server exited while waiting for {what}: {self.log()}")
+            with contextlib.suppress(OSError, http.client.HTTPException):
+                if check():
+                    return
+            time.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{self.log()}")
+
+    def wait_for_every_worker(self, timeout: float = 60) -> None:
+        """Every worker has loaded and confirmed a snapshot.
+
+        Requests cannot be aimed at a worker, but each worker's stale gauge is its own file
+        in the metrics directory, and the merged gauge is the highest of them.
+        """
+
+        def all_loaded() -> bool:
+            pids = {path.stem.rsplit("_", 1)[-1] for path in self.metrics_dir.glob("gauge_*.db")}
+            pids.discard(str(self.process.pid))
+            if len(pids) < self.workers:
+                return False
+            return metric_value(self.get("/metrics").body.decode(), "extender_snapshot_stale") == 0
+
+        self.wait_until(all_loaded, timeout, f"all {self.workers} workers to load a snapshot")
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+        self._log.close()
+
+
+def metric_value(text: str, name: str) -> float | None:
+    """The value of an unlabelled sample in Prometheus text output."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None

@@ -1,0 +1,176 @@
+"""The extender in a separate gunicorn server: changes arrive in time, outages do not hurt.
+
+The server shares the test's PostgreSQL database through a TCP proxy the test can cut, so
+"database unreachable" is a real refused connection, seen only by the server.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from policies.services import policy_create
+from tests.factories import load_nodes, make_cluster, node_object
+from tests.reliability.server import (
+    PortalServer,
+    database_url,
+    metric_value,
+    shared_database_target,
+)
+from tests.reliability.tcp_proxy import TcpProxy
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+# The issue's deadline for a change to reach every extender process.
+CHANGE_DEADLINE_SECONDS = 2.0
+STALE_SECONDS = 2
+POD = {"metadata": {"name": "trainer-0", "namespace": "ml", "uid": "uid-trainer-0"}}
+FILTER = "/extender/rel/filter"
+REQUEST = {"Pod": POD, "NodeNames": ["gpu-1", "cpu-1"]}
+GPU_ONLY = {
+    "name": "gpu-only",
+    "pod_selector": {"namespaces": ["ml"]},
+    "filter_rules": [{"kind": "label", "key": "gpu", "operator": "In", "values": ["a100"]}],
+}
+
+
+def passing(server: PortalServer) -> list[str]:
+    response = server.post(FILTER, REQUEST)
+    assert response.status == 200, response.body
+    return response.json()["NodeNames"]
+
+
+@pytest.fixture
+def inventory() -> None:
+    cluster = make_cluster("rel")
+    load_nodes(cluster, [node_object("gpu-1", {"gpu": "a100"}), node_object("cpu-1", {})])
+
+
+@pytest.fixture
+def proxy() -> Iterator[tuple[TcpProxy, str]]:
+    target, db = shared_database_target()
+    proxy = TcpProxy(target)
+    yield proxy, database_url(db, proxy.port)
+    proxy.close()
+
+
+@pytest.fixture
+def start_server(tmp_path: Path, proxy: tuple[TcpProxy, str]) -> Iterator:
+    started: list[PortalServer] = []
+
+    def start(**env: str) -> PortalServer:
+        server = PortalServer(env={"DATABASE_URL": proxy[1], **env}, workdir=tmp_path)
+        started.append(server)
+        server.wait_for_every_worker()
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def warm_up(server: PortalServer, expected: list[str], rounds: int = 20) -> None:
+    """Every worker has served the expected answer (connections land on random workers)."""
+    for _ in range(rounds):
+        assert passing(server) == expected
+
+
+def time_to_serve_everywhere(server: PortalServer, changed_at: float, new: list[str]) -> float:
+    """Seconds from the change until the last old answer; requires a long run of new ones."""
+    last_old = changed_at
+    consecutive_new = 0
+    deadline = changed_at + 15
+    while consecutive_new < 40:
+        assert time.monotonic() < deadline, f"the change was not served in 15 s\n{server.log()}"
+        answer = passing(server)
+        if answer == new:
+            consecutive_new += 1
+        else:
+            consecutive_new = 0
+            last_old = time.monotonic()
+    return last_old - changed_at
+
+
+def redis_url() -> str:
+    url = os.environ.get("REDIS_URL", "")
+    if not url:
+        reason = "REDIS_URL is not set: change notifications need a real Redis (CI sets it)"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    return url
+
+
+@pytest.mark.usefixtures("inventory")
+def test_a_policy_edit_is_served_by_every_worker_within_two_seconds_via_redis(
+    start_server, settings
+) -> None:
+    url = redis_url()
+    channel = f"portal-test-changes:{uuid.uuid4().hex}"
+    settings.REDIS_URL = url
+    settings.PORTAL_CHANGES_CHANNEL = channel
+    # Polling every 30 s could not make the deadline: only the announcement can.
+    server = start_server(REDIS_URL=url, PORTAL_CHANGES_CHANNEL=channel, EXTENDER_POLL_SECONDS="30")
+    server.wait_until(
+        lambda: all(
+            server.get("/readyz").json().get("change_feed") == "connected" for _ in range(10)
+        ),
+        30,
+        "every worker's change feed to connect",
+    )
+    warm_up(server, ["gpu-1", "cpu-1"])
+
+    policy_create(actor=None, data=GPU_ONLY)  # committed and announced on return
+    elapsed = time_to_serve_everywhere(server, time.monotonic(), ["gpu-1"])
+
+    assert elapsed < CHANGE_DEADLINE_SECONDS
+
+
+@pytest.mark.usefixtures("inventory")
+def test_without_redis_polling_serves_a_change_within_two_seconds(start_server) -> None:
+    server = start_server(REDIS_URL="")
+    warm_up(server, ["gpu-1", "cpu-1"])
+
+    policy_create(actor=None, data=GPU_ONLY)
+    elapsed = time_to_serve_everywhere(server, time.monotonic(), ["gpu-1"])
+
+    assert elapsed < CHANGE_DEADLINE_SECONDS
+
+
+@pytest.mark.usefixtures("inventory")
+def test_database_unreachable_keeps_answering_and_reports_stale(
+    start_server, proxy: tuple[TcpProxy, str]
+) -> None:
+    policy_create(actor=None, data=GPU_ONLY)
+    server = start_server(REDIS_URL="", EXTENDER_STALE_SECONDS=str(STALE_SECONDS))
+    warm_up(server, ["gpu-1"])
+    baseline = server.post(FILTER, REQUEST).json()
+    revision = server.get("/readyz").json()["revision"]
+    assert metric_value(server.get("/metrics").body.decode(), "extender_snapshot_stale") == 0
+
+    proxy[0].block()
+
+    def stale_everywhere() -> bool:
+        replies = [server.get("/readyz") for _ in range(10)]
+        return all(r.status == 503 and r.json()["reason"].startswith("stale") for r in replies)
+
+    server.wait_until(stale_everywhere, STALE_SECONDS + 10, "/readyz to report stale")
+    readiness = server.get("/readyz").json()
+    assert readiness["last_error"].startswith("database: ")
+    assert readiness["revision"] == revision
+    metrics_text = server.get("/metrics").body.decode()
+    assert metric_value(metrics_text, "extender_snapshot_stale") == 1
+    # The last good snapshot still decides, exactly as before the outage.
+    for _ in range(20):
+        assert server.post(FILTER, REQUEST).json() == baseline
+
+    proxy[0].unblock()
+    server.wait_until(
+        lambda: all(server.get("/readyz").status == 200 for _ in range(10)),
+        STALE_SECONDS + 10,
+        "/readyz to recover",
+    )

@@ -140,7 +140,15 @@ def cluster_update(*, actor: Any, cluster: Cluster, data: Mapping[str, Any]) -> 
 
 @transaction.atomic
 def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
+    """Delete a cluster with its inventory; its policies and label assignments go through
+    their own delete services first, so each leaves its audit entry."""
+    from policies.services import label_assignment_delete, policy_delete
+
     before = cluster_content(cluster)
+    for policy in cluster.policies.all():
+        policy_delete(actor=actor, policy=policy)
+    for assignment in cluster.label_assignments.all():
+        label_assignment_delete(actor=actor, assignment=assignment)
     cluster.delete()
     audit_record(
         actor=actor,

@@ -240,3 +240,14 @@ def test_cluster_names_refused(name):
     with pytest.raises(ContentError) as exc:
         make_cluster(name)
     assert "name" in exc.value.errors
+
+
+def test_cluster_delete_audits_its_policies_and_assignments(alice):
+    cluster = make_cluster("prod")
+    make_policy(actor=alice, cluster="prod")
+    make_assignment(actor=alice, cluster="prod")
+    cluster_delete(actor=alice, cluster=cluster)
+    assert not Policy.objects.exists()
+    assert not LabelAssignment.objects.exists()
+    assert audit_actions("gpu-only") == ["create", "delete"]
+    assert audit_actions("gpu-tier") == ["create", "delete"]

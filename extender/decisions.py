@@ -1,20 +1,23 @@
-"""The decision-log writer: a bounded queue per process, drained in batches by one thread.
+"""The decision-log writer: a bounded buffer per process, drained in batches by one thread.
 
-:func:`submit` runs on the request path and never blocks: when the queue is full the record is
-dropped and counted (``decision_log_dropped_total{reason="queue_full"}``). The writer turns
-records into :class:`~extender.models.Decision` rows and inserts them with ``bulk_create``, up
-to :data:`BATCH_ROWS` at a time or whatever arrived within :data:`BATCH_SECONDS`. A failed
-insert drops that batch (counted, logged) and the writer carries on.
+:func:`submit` runs on the request path and never blocks: it appends to a ``deque`` (no lock,
+well under a microsecond) unless the buffer is full, in which case the record is dropped and
+counted (``decision_log_dropped_total{reason="queue_full"}``). The writer thread wakes every
+:data:`BATCH_SECONDS` (at once while there is a backlog), turns records into
+:class:`~extender.models.Decision` rows and inserts them with ``bulk_create``, at most
+:data:`BATCH_ROWS` at a time. A failed insert drops that batch (counted, logged) and the writer
+carries on.
 """
 
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import os
-import queue
 import threading
 import time
+from collections import deque
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +39,63 @@ REASON_CHARS = 1000
 # How long the exiting process waits for queued records to be written.
 EXIT_FLUSH_SECONDS = 2.0
 
-_queue: queue.Queue[tuple[float, CallRecord]] | None = None
-_flush_requested = threading.Event()
+Entry = tuple[float, "CallRecord"]
+
+
+class DecisionBuffer:
+    """The records waiting to be written, and the thread that writes them."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, capacity)
+        self.entries: deque[Entry] = deque()
+        # next() on a count is atomic under the GIL: the request path takes no lock.
+        self._accepted = itertools.count(1)
+        self.accepted = 0
+        self.processed = 0  # written or dropped by the writer
+        self.progress = threading.Condition()
+        self.wake = threading.Event()
+        self.retired = False
+
+    def put(self, call: CallRecord) -> bool:
+        """Append unless full (the bound is approximate under concurrent appends)."""
+        if len(self.entries) >= self.capacity:
+            return False
+        self.entries.append((time.time(), call))
+        self.accepted = next(self._accepted)
+        return True
+
+    def take(self, limit: int) -> list[Entry]:
+        batch: list[Entry] = []
+        entries = self.entries
+        while entries and len(batch) < limit:
+            batch.append(entries.popleft())
+        return batch
+
+    def run(self) -> None:
+        while not self.retired or self.entries:
+            if len(self.entries) < BATCH_ROWS:
+                self.wake.wait(BATCH_SECONDS)
+                self.wake.clear()
+            batch = self.take(BATCH_ROWS)
+            if not batch:
+                continue
+            try:
+                write_batch(batch)
+            finally:
+                _close_connections()
+                with self.progress:
+                    self.processed += len(batch)
+                    self.progress.notify_all()
+                publish_queue_depth()
+
+    def flush(self, timeout: float) -> bool:
+        target = self.accepted
+        self.wake.set()
+        with self.progress:
+            return self.progress.wait_for(lambda: self.processed >= target, timeout)
+
+
+_buffer: DecisionBuffer | None = None
 _started = False
 _start_lock = threading.Lock()
 
@@ -46,85 +104,40 @@ def submit(call: CallRecord) -> None:
     """Queue one call for the decision log; never blocks, drops (and counts) when full."""
     if not _started:
         _start()
-    q = _queue
-    if q is None:  # logging switched off
+    buffer = _buffer
+    if buffer is None:  # logging switched off
         return
-    try:
-        q.put_nowait((time.time(), call))
-    except queue.Full:
+    if not buffer.put(call):
         metrics.DECISION_LOG_DROPPED.labels("queue_full").inc()
 
 
 def _start() -> None:
-    global _queue, _started
+    global _buffer, _started
     if not getattr(settings, "DECISION_LOG_ENABLED", True):
         return
     with _start_lock:
         if _started:
             return
-        q: queue.Queue[tuple[float, CallRecord]] = queue.Queue(
-            maxsize=max(1, settings.DECISION_LOG_QUEUE_SIZE)
-        )
-        threading.Thread(
-            target=_write_loop, args=(q,), name="decision-log-writer", daemon=True
-        ).start()
-        _queue = q
+        buffer = DecisionBuffer(settings.DECISION_LOG_QUEUE_SIZE)
+        threading.Thread(target=buffer.run, name="decision-log-writer", daemon=True).start()
+        _buffer = buffer
         _started = True
 
 
 def flush(timeout: float = 5.0) -> bool:
-    """Wait until every queued record is written (or dropped); False on timeout."""
-    q = _queue
-    if q is None:
-        return True
-    _flush_requested.set()
-    try:
-        with q.all_tasks_done:
-            return q.all_tasks_done.wait_for(lambda: q.unfinished_tasks == 0, timeout)
-    finally:
-        _flush_requested.clear()
+    """Wait until every record queued so far is written (or dropped); False on timeout."""
+    buffer = _buffer
+    return True if buffer is None else buffer.flush(timeout)
 
 
 def queue_depth() -> int:
-    """Records waiting in this process's queue."""
-    return _queue.qsize() if _queue is not None else 0
+    """Records waiting in this process's buffer."""
+    return len(_buffer.entries) if _buffer is not None else 0
 
 
 def publish_queue_depth() -> None:
     """Update the queue-depth gauge (before a scrape and after every batch)."""
     metrics.DECISION_LOG_QUEUE_DEPTH.set(queue_depth())
-
-
-def _collect_batch(q: queue.Queue[tuple[float, CallRecord]]) -> list[tuple[float, CallRecord]]:
-    batch = [q.get()]
-    deadline = time.monotonic() + BATCH_SECONDS
-    while len(batch) < BATCH_ROWS:
-        try:
-            batch.append(q.get_nowait())
-            continue
-        except queue.Empty:
-            pass
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or _flush_requested.is_set():
-            break
-        try:
-            # Short waits so a flush() does not sit out the whole batch window.
-            batch.append(q.get(timeout=min(remaining, 0.05)))
-        except queue.Empty:
-            continue
-    return batch
-
-
-def _write_loop(q: queue.Queue[tuple[float, CallRecord]]) -> None:
-    while True:
-        batch = _collect_batch(q)
-        try:
-            write_batch(batch)
-        finally:
-            _close_connections()
-            for _ in batch:
-                q.task_done()
-            publish_queue_depth()
 
 
 def _close_connections() -> None:
@@ -190,20 +203,22 @@ def decision_from_call(at: float, call: CallRecord) -> Decision:
 
 
 def reset() -> None:
-    """Forget this process's queue (tests); the next submit starts a fresh writer.
+    """Retire this process's buffer (tests); the next submit starts a fresh writer.
 
-    The old writer thread keeps draining its own queue until it is empty and then idles.
+    The retired writer writes what is left in its buffer and then ends.
     """
-    global _queue, _started
+    global _buffer, _started
     with _start_lock:
-        _queue, _started = None, False
+        buffer, _buffer, _started = _buffer, None, False
+    if buffer is not None:
+        buffer.retired = True
+        buffer.wake.set()
 
 
 def _after_fork_in_child() -> None:
-    global _queue, _started, _start_lock, _flush_requested
-    # Records queued in the parent belong to the parent; its writer thread is not here.
-    _queue, _started = None, False
-    _start_lock, _flush_requested = threading.Lock(), threading.Event()
+    global _buffer, _started, _start_lock
+    # Records buffered in the parent belong to the parent; its writer thread is not here.
+    _buffer, _started, _start_lock = None, False, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -211,5 +226,5 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 @atexit.register
 def _flush_at_exit() -> None:
-    if _queue is not None and _queue.unfinished_tasks:
+    if _buffer is not None and _buffer.entries:
         flush(EXIT_FLUSH_SECONDS)

@@ -163,6 +163,18 @@ def _children(verb: str, cluster: str) -> tuple[Any, Any, Any, Any]:
     return children
 
 
+_rule_children: dict[tuple[bool, str, str, str], Any] = {}
+
+
+def _rule_child(dry_run: bool, cluster: str, policy: str, rule: str) -> Any:
+    key = (dry_run, cluster, policy, rule)
+    child = _rule_children.get(key)
+    if child is None:
+        counter = DRY_RUN_REJECTIONS if dry_run else REJECTIONS
+        child = _rule_children[key] = counter.labels(cluster, policy, rule)
+    return child
+
+
 def observe_call(call: CallRecord) -> None:
     """Count one successful extender call."""
     requests, duration, nodes_in, nodes_out = _children(call.verb, call.cluster)
@@ -173,9 +185,9 @@ def observe_call(call: CallRecord) -> None:
     if call.nodes_out:
         nodes_out.inc(call.nodes_out)
     for (policy, rule), count in call.rejections_by_rule.items():
-        REJECTIONS.labels(call.cluster, policy, rule).inc(count)
+        _rule_child(False, call.cluster, policy, rule).inc(count)
     for (policy, rule), count in call.dry_run_rejections_by_rule.items():
-        DRY_RUN_REJECTIONS.labels(call.cluster, policy, rule).inc(count)
+        _rule_child(True, call.cluster, policy, rule).inc(count)
 
 
 def observe_error(verb: str, cluster: str, kind: str, known_clusters: Iterable[str]) -> None:

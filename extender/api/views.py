@@ -84,11 +84,21 @@ class SchedulerConfigView(JSONUnlessYAMLMixin, APIView):
         parameters=CONFIG_PARAMETERS,
         responses={
             (200, "application/yaml"): OpenApiResponse(
-                OpenApiTypes.STR, description="One document, or several with bundle."
+                {"description": "A KubeSchedulerConfiguration, or several documents with bundle."},
+                description="YAML (the default).",
             ),
             (200, "application/json"): OpenApiResponse(
-                OpenApiTypes.OBJECT,
-                description="The configuration; with bundle a list of manifests.",
+                {
+                    "oneOf": [
+                        {"type": "object", "description": "A KubeSchedulerConfiguration."},
+                        {
+                            "type": "array",
+                            "items": {"type": "object"},
+                            "description": "With bundle: the manifests.",
+                        },
+                    ]
+                },
+                description="With format=json.",
             ),
         },
         operation_id="v1_clusters_scheduler_config",

@@ -41,6 +41,8 @@ def clean_cluster_for_api(data: Any) -> dict:
 
 
 class ClusterSerializer(ContentSerializer):
+    """A cluster: where its inventory comes from, and its read-only sync status."""
+
     name = serializers.CharField(
         max_length=63, help_text="DNS-1123 label; filter, prioritize, preempt, bind are reserved."
     )

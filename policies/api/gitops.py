@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
@@ -130,11 +130,33 @@ class SimulateView(APIView):
 # --- apply / export -------------------------------------------------------------------------
 
 
+class PolicySetPolicySerializer(PolicySerializer):
+    """A policy in a PolicySet: its content, without version and authorship."""
+
+    version = None
+    created_at = None
+    updated_at = None
+    created_by = None
+    updated_by = None
+
+
+class PolicySetLabelAssignmentSerializer(LabelAssignmentSerializer):
+    """A label assignment in a PolicySet: its content, without version and authorship."""
+
+    version = None
+    created_at = None
+    updated_at = None
+    created_by = None
+    updated_by = None
+
+
 class PolicySetSerializer(serializers.Serializer):
+    """Policies and label assignments, matched by name when applied."""
+
     apiVersion = serializers.ChoiceField(choices=[API_VERSION])
     kind = serializers.ChoiceField(choices=[KIND])
-    policies = PolicySerializer(many=True, required=False)
-    labelAssignments = LabelAssignmentSerializer(many=True, required=False)
+    policies = PolicySetPolicySerializer(many=True, required=False)
+    labelAssignments = PolicySetLabelAssignmentSerializer(many=True, required=False)
 
 
 class ApplyEntrySerializer(serializers.Serializer):
@@ -213,7 +235,7 @@ class ExportView(JSONUnlessYAMLMixin, APIView):
             )
         ],
         responses={
-            (200, "application/yaml"): OpenApiResponse(OpenApiTypes.STR),
+            (200, "application/yaml"): PolicySetSerializer,
             (200, "application/json"): PolicySetSerializer,
         },
     )

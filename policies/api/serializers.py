@@ -137,6 +137,8 @@ def clean_assignment_for_api(data: Any) -> dict:
 
 
 class AuthoredFieldsSerializer(ContentSerializer):
+    """Version and authorship of a versioned object."""
+
     version = serializers.IntegerField(
         required=False,
         min_value=1,
@@ -160,6 +162,8 @@ class AuthoredFieldsSerializer(ContentSerializer):
 
 
 class PolicySerializer(AuthoredFieldsSerializer):
+    """A policy with its filter and weight rules (written together, atomically)."""
+
     name = serializers.SlugField(max_length=100, help_text="Unique; lowercase DNS-style name.")
     description = serializers.CharField(required=False, allow_blank=True)
     cluster = serializers.CharField(
@@ -181,6 +185,8 @@ class PolicySerializer(AuthoredFieldsSerializer):
 
 
 class LabelAssignmentSerializer(AuthoredFieldsSerializer):
+    """Labels assigned to the nodes the selector matches (they overlay observed labels)."""
+
     name = serializers.SlugField(max_length=100)
     cluster = serializers.CharField(
         required=False, allow_null=True, help_text="Cluster name; null: every cluster."

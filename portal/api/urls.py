@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 
-from portal.api.views import ApiRootView, AuditEntryViewSet
+from portal.api.views import ApiRootView, AuditEntryViewSet, api_not_found
 
 urlpatterns = [
     path("", ApiRootView.as_view(), name="api-root"),
@@ -12,4 +12,6 @@ urlpatterns = [
     path("", include("policies.api.urls")),
     path("", include("inventory.api.urls")),
     path("", include("extender.api.urls")),
+    # Anything else under /api/v1/ is a JSON 404, not Django's HTML page.
+    re_path(r"^.*$", api_not_found),
 ]

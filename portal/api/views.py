@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import django_filters
+from django.http import HttpRequest, JsonResponse
 from django.urls import NoReverseMatch
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -45,6 +46,11 @@ class ApiRootView(APIView):
             except NoReverseMatch:  # a route that is not installed is left out
                 continue
         return Response(links)
+
+
+def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """No route here: the API's error format rather than an HTML page."""
+    return JsonResponse({"detail": "Not found."}, status=404)
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):

@@ -1,18 +1,25 @@
 """A structural diff between two versions of a policy's content.
 
-One entry per changed leaf path, e.g. ``{"path": "filter_rules[0].values", "old": ["A100"],
+One entry per changed leaf path (map keys that are not plain names in brackets, e.g.
+``labels[example.com/tier]``), e.g. ``{"path": "filter_rules[0].values", "old": ["A100"],
 "new": ["A100", "H100"]}``. Objects are compared key by key, lists index by index (a rule
 added at the end is one entry with ``old: null``); scalars and lists of scalars are leaves.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _join(prefix: str, key: str) -> str:
     if key.startswith("["):
         return f"{prefix}{key}"
+    if not _PLAIN_KEY.fullmatch(key):
+        # Label keys carry dots and slashes: bracket them, as the validators do.
+        return f"{prefix}[{key}]"
     return f"{prefix}.{key}" if prefix else key
 
 

@@ -299,3 +299,17 @@ def test_schema_and_docs_are_served_without_a_cdn(client):
     assert "swagger-ui" in page
     assert "cdn.jsdelivr.net" not in page
     assert "/static/drf_spectacular_sidecar/" in page
+
+
+def test_diff_paths():
+    from policies.api.diff import content_diff
+
+    old = {"labels": {"example.com/tier": "gpu"}, "rules": [{"v": [1]}], "mode": "a"}
+    new = {"labels": {"example.com/tier": "cpu"}, "rules": [{"v": [1, 2]}, {"v": []}]}
+    assert content_diff(old, new) == [
+        {"path": "labels[example.com/tier]", "old": "gpu", "new": "cpu"},
+        {"path": "rules[0].v", "old": [1], "new": [1, 2]},
+        {"path": "rules[1]", "old": None, "new": {"v": []}},
+        {"path": "mode", "old": "a", "new": None},
+    ]
+    assert content_diff(old, old) == []

@@ -138,6 +138,8 @@ class ClusterWatcher:
                     if attempt > 1:
                         self._sleep(attempt)
                 except Exception as exc:
+                    if self.stopped:
+                        return  # stop() cut the stream; nothing failed
                     error = classify(exc)
                     attempt += 1
                     self.reconnects += 1

@@ -293,3 +293,26 @@ def test_a_forked_child_starts_its_own_refresher() -> None:
     os.waitpid(pid, 0)
     assert answer == b"ok"
     assert refresh.current_refresher() is parent_refresher
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_real_holder_follows_policy_edits() -> None:
+    from extender.holder import SnapshotHolder
+    from policies.services import policy_create
+    from tests.factories import make_cluster
+
+    real = SnapshotHolder()
+    refresher = refresh.SnapshotRefresher(holder_getter=lambda: real)
+    make_cluster("follow")
+    assert refresher.check_once() is True
+    first = real.snapshot.revision
+    assert refresher.check_once() is False
+
+    policy_create(
+        actor=None,
+        data={"name": "gpu-only", "filter_rules": [], "weight_rules": []},
+    )
+    assert refresher.check_once() is True
+    assert real.snapshot.revision > first
+    assert real.last_error == ""
+    assert not refresh.freshness(holder=real, refresher=refresher).stale

@@ -298,6 +298,7 @@ def main() -> None:
             "first sync (list + store)",
             f"{first_sync:.2f} s",
             f"target {TARGET_FIRST_SYNC:.0f} s: {first_sync / TARGET_FIRST_SYNC:.2f} of budget; "
+            f"list {first.list_seconds:.2f} s + store {first.seconds - first.list_seconds:.2f} s; "
             f"{stored} rows",
         ),
         (
@@ -310,6 +311,8 @@ def main() -> None:
             "no-change resync",
             f"{resync:.2f} s",
             f"target {TARGET_RESYNC:.0f} s: {resync / TARGET_RESYNC:.2f} of budget; "
+            f"list {again.list_seconds:.2f} s + compare "
+            f"{again.seconds - again.list_seconds:.2f} s; "
             f"0 rows written; {first_sync / resync:.1f}x faster than the first sync",
         ),
         ("snapshot build (build_snapshot, all nodes)", f"{snapshot_build * 1000:.0f} ms", ""),

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+import msgspec
 import orjson
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import transaction
@@ -55,6 +56,7 @@ class SyncResult:
     resource_version: str = ""
     pages: int = 0
     seconds: float = 0.0
+    list_seconds: float = 0.0
 
     @property
     def wrote(self) -> bool:
@@ -62,6 +64,99 @@ class SyncResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# The node list is decoded straight into the fields the inventory stores: managedFields and
+# the image list (two thirds of a real node's JSON) are skipped by the decoder, not built and
+# thrown away, which makes a 5,000-node list several times cheaper to read. Every field is
+# ``Any``, so odd values still reach node_fields, which stores them with warnings; a page the
+# typed decoder refuses (an item that is not an object, say) is decoded generically instead.
+
+
+class _NodeMetadata(msgspec.Struct):
+    name: Any = None
+    uid: Any = None
+    resourceVersion: Any = None
+    creationTimestamp: Any = None
+    labels: Any = None
+    annotations: Any = None
+
+
+class _NodeSpec(msgspec.Struct):
+    taints: Any = None
+    unschedulable: Any = None
+
+
+class _NodeStatus(msgspec.Struct):
+    capacity: Any = None
+    allocatable: Any = None
+    conditions: Any = None
+    addresses: Any = None
+    nodeInfo: Any = None
+
+
+class _Node(msgspec.Struct):
+    metadata: _NodeMetadata | None = None
+    spec: _NodeSpec | None = None
+    status: _NodeStatus | None = None
+
+
+class _ListMetadata(msgspec.Struct):
+    resourceVersion: Any = None
+    continue_: Any = msgspec.field(default=None, name="continue")
+
+
+class _NodeList(msgspec.Struct):
+    metadata: _ListMetadata | None = None
+    items: list[_Node] | None = None
+
+
+_node_list_decoder = msgspec.json.Decoder(_NodeList)
+
+
+def _present(struct: msgspec.Struct | None) -> dict[str, Any] | None:
+    if struct is None:
+        return None
+    return {
+        name: value
+        for name in struct.__struct_fields__
+        if (value := getattr(struct, name)) is not None
+    }
+
+
+def decode_node_list(raw: bytes) -> tuple[list[Any], str, str | None]:
+    """(node objects, list resourceVersion, continue token) of one NodeList page."""
+    try:
+        page = _node_list_decoder.decode(raw)
+    except msgspec.ValidationError:
+        return _decode_node_list_generic(raw)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"node list is not valid JSON: {exc}") from None
+    items = []
+    for item in page.items or []:
+        obj: dict[str, Any] = {"metadata": _present(item.metadata) or {}}
+        for part in ("spec", "status"):
+            value = _present(getattr(item, part))
+            if value is not None:
+                obj[part] = value
+        items.append(obj)
+    metadata = page.metadata or _ListMetadata()
+    return items, str(metadata.resourceVersion or ""), metadata.continue_ or None
+
+
+def _decode_node_list_generic(raw: bytes) -> tuple[list[Any], str, str | None]:
+    page = orjson.loads(raw)
+    if not isinstance(page, dict):
+        raise ValueError("node list is not a JSON object")
+    items = page.get("items") or []
+    if not isinstance(items, list):
+        raise ValueError("node list items is not a list")
+    metadata = page.get("metadata") if isinstance(page.get("metadata"), dict) else {}
+    return (
+        [slim_node(item) for item in items],
+        str(metadata.get("resourceVersion") or ""),
+        metadata.get("continue") or None,
+    )
 
 
 def slim_node(obj: Any) -> Any:
@@ -88,20 +183,15 @@ def list_nodes(api: client.CoreV1Api, *, page_size: int = PAGE_SIZE) -> tuple[li
             kwargs["_continue"] = continue_token
         response = api.list_node(_preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
         try:
-            page = orjson.loads(response.data)
+            raw = response.data
         finally:
             response.release_conn()
         pages += 1
-        if not isinstance(page, dict):
-            raise ValueError("node list is not a JSON object")
-        items = page.get("items") or []
-        if not isinstance(items, list):
-            raise ValueError("node list items is not a list")
-        objects.extend(slim_node(item) for item in items)
-        metadata = page.get("metadata") or {}
+        items, page_version, continue_token = decode_node_list(raw)
+        del raw
+        objects.extend(items)
         # Every page of one list carries the resourceVersion of the list's snapshot.
-        resource_version = str(metadata.get("resourceVersion") or resource_version)
-        continue_token = metadata.get("continue") or None
+        resource_version = page_version or resource_version
         if not continue_token:
             return objects, resource_version, pages
 
@@ -153,6 +243,7 @@ def sync_cluster(
         if api is None:
             api = core_v1_for(cluster)
         objects, resource_version, pages = list_nodes(api, page_size=page_size)
+        listed = time.monotonic()
         with transaction.atomic():
             applied = nodes_apply(
                 cluster=cluster,
@@ -207,6 +298,7 @@ def sync_cluster(
         resource_version=resource_version,
         pages=pages,
         seconds=round(time.monotonic() - started, 3),
+        list_seconds=round(listed - started, 3),
     )
     logger.info(
         "synced cluster %s: %d nodes (+%d ~%d -%d) in %.2fs",

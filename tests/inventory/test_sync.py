@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from inventory.kube import AuthError, TransientError
 from inventory.models import Cluster, Node, SyncState
-from inventory.sync import SyncInProgress, sync_claim, sync_cluster
+from inventory.node_objects import node_fields
+from inventory.sync import SyncInProgress, decode_node_list, sync_claim, sync_cluster
 from portal.revisions import current_snapshot_revision
 from tests.support.fake_kube import FakeKubeServer
 from tests.support.nodes import realistic_node
@@ -142,3 +144,37 @@ def test_lock_refuses_a_second_run(kube: FakeKubeServer, cluster: Cluster) -> No
     assert sync_claim(cluster_id=cluster.pk) is False
     with pytest.raises(SyncInProgress):
         sync_cluster(cluster_id=cluster.pk)
+
+
+def test_list_decoding_keeps_what_is_stored_and_drops_the_bulk() -> None:
+    node = realistic_node(7)
+    raw = orjson.dumps(
+        {
+            "kind": "NodeList",
+            "metadata": {"resourceVersion": "42", "continue": "c1"},
+            "items": [node],
+        }
+    )
+    (item,), version, token = decode_node_list(raw)
+    assert (version, token) == ("42", "c1")
+    assert "managedFields" not in item["metadata"]
+    assert "images" not in item["status"]
+    assert item["metadata"]["labels"] == node["metadata"]["labels"]
+    assert item["status"]["allocatable"] == node["status"]["allocatable"]
+    assert item["spec"] == {"taints": node["spec"]["taints"]}
+    assert node_fields(item) == node_fields(node)
+
+
+def test_a_page_with_odd_shapes_is_still_read(kube: FakeKubeServer, cluster: Cluster) -> None:
+    kube.add_node({"metadata": {"name": "string-status"}, "status": "broken", "spec": ["x"]})
+    kube.add_node(realistic_node(1, slim=True))
+    assert sync_cluster(cluster_id=cluster.pk).seen == 2
+    odd = Node.objects.get(cluster=cluster, name="string-status")
+    assert "spec is not an object; ignored" in odd.warnings
+    assert any("node has no status" in w for w in odd.warnings)
+    assert Node.objects.filter(cluster=cluster).count() == 2
+
+
+def test_invalid_json_from_the_server_is_transient() -> None:
+    with pytest.raises(ValueError, match="not valid JSON"):
+        decode_node_list(b'{"items": [')

@@ -18,7 +18,7 @@ from django.conf import settings
 from extender import observe
 from extender.holder import holder
 from extender.verbs import VERBS
-from extender.wire import WireError, decode_body
+from extender.wire import WireError
 from policies.engine.snapshot import ClusterSnapshot, Snapshot
 
 try:
@@ -167,8 +167,7 @@ def application(environ: dict, start_response: StartResponse) -> Iterable[bytes]
         snapshot = _snapshot()
         cluster = _cluster(snapshot, name)
         cluster_name = cluster.name
-        fields = decode_body(_read_body(environ))
-        reply = VERBS[verb](snapshot, cluster, fields)
+        reply = VERBS[verb](snapshot, cluster, _read_body(environ))
     except WireError as exc:
         observe.record_error(verb, cluster_name, exc.kind)
         return _respond(start_response, exc.status, orjson.dumps({"Error": exc.message}))

@@ -26,7 +26,6 @@ from policies.engine.evaluate import (
     PolicySetTable,
     RuleKey,
     filter_names,
-    score_names,
 )
 from policies.engine.facts import NodeFacts, node_facts
 from policies.engine.pods import PodFacts
@@ -73,10 +72,16 @@ def _record(
     )
 
 
-def _count_rules(names: Sequence[str], rules: dict[str, tuple[RuleKey, ...]]) -> dict[RuleKey, int]:
+def _count_rules(
+    names: Sequence[str], rule_ids: dict[str, int], table: PolicySetTable
+) -> dict[RuleKey, int]:
     counts: dict[RuleKey, int] = {}
-    for keys, times in Counter(map(rules.get, names)).items():
-        for key in keys or ():
+    # Rejected nodes share a few rule combinations, numbered when the table was built: count the
+    # numbers (small ints, cheap) and expand each combination once.
+    for ident, times in Counter(map(rule_ids.get, names)).items():
+        if ident is None:
+            continue  # not rejected by a rule (an unknown node)
+        for key in table.rule_sets[ident]:
             counts[key] = counts.get(key, 0) + times
     return counts
 
@@ -85,11 +90,13 @@ def _note_filter(record: CallRecord, outcome: FilterOutcome, table: PolicySetTab
     rejected = outcome.rejected
     if rejected:
         record.rejected = list(islice(rejected.items(), MAX_RECORDED_NODES))
-        record.rejections_by_rule = _count_rules(list(rejected), table.reject_rules)
+        record.rejections_by_rule = _count_rules(list(rejected), table.reject_rule_ids, table)
     dry = outcome.dry_run_rejected
     if dry:
         record.dry_run_rejected = list(islice(dry.items(), MAX_RECORDED_NODES))
-        record.dry_run_rejections_by_rule = _count_rules(list(dry), table.dry_reject_rules)
+        record.dry_run_rejections_by_rule = _count_rules(
+            list(dry), table.dry_reject_rule_ids, table
+        )
 
 
 def _top_scores(names: Sequence[str], scores: list[int]) -> list[tuple[str, int]]:
@@ -198,10 +205,9 @@ def _decode_nodes(raws: list[Raw]) -> list[wire.NodeObject]:
 
 
 def _request_nodes(
-    fields: dict[str, Raw],
+    args: wire.ExtenderArgs,
 ) -> tuple[list[str] | None, list[wire.NodeObject] | None]:
-    names = wire.decode_node_names(fields)
-    raws = wire.decode_node_list(fields)
+    names, raws = args.node_names, args.node_items
     if names is not None and raws is not None:
         raise wire.bad_request("request has both Nodes and NodeNames: send one of them")
     if names is None and raws is None:
@@ -209,10 +215,11 @@ def _request_nodes(
     return names, (_decode_nodes(raws) if raws is not None else None)
 
 
-def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str, Raw]) -> Reply:
+def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
     """ExtenderArgs -> ExtenderFilterResult; rejects go to FailedAndUnresolvableNodes."""
-    pod = wire.decode_pod(fields)
-    names, nodes = _request_nodes(fields)
+    args = wire.decode_extender_args(body)
+    pod = args.pod
+    names, nodes = _request_nodes(args)
     if names is not None:
         table = names_table(cluster, pod)
         outcome = filter_names(
@@ -250,10 +257,11 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str, Ra
     return Reply(body, record)
 
 
-def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str, Raw]) -> Reply:
+def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
     """ExtenderArgs -> HostPriorityList: one integer score 0..10 per input node, in order."""
-    pod = wire.decode_pod(fields)
-    names, nodes = _request_nodes(fields)
+    args = wire.decode_extender_args(body)
+    pod = args.pod
+    names, nodes = _request_nodes(args)
     if names is not None:
         table = names_table(cluster, pod)
         mode = "names"
@@ -262,16 +270,24 @@ def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str
         table = full_table(cluster, pod, nodes)
         names = [node.name for node in nodes]
         mode = "full"
-    scores = score_names(table, names)
-    body = encode_priorities(names, scores, cluster.host_prefixes if mode == "names" else {})
+    scores, dense = table.scores.scores_from_table(names)
+    body = None
+    if dense and mode == "names":
+        # The usual case: every entry was encoded once for this set of policies.
+        parts = list(map(table.scores.encoded(cluster.host_prefixes).get, names, repeat(_MISSING)))
+        if _MISSING not in parts:
+            body = b"[" + b"".join(parts)[:-1] + b"]" if parts else b"[]"
+    if body is None:
+        body = encode_priorities(names, scores, cluster.host_prefixes if mode == "names" else {})
     record = _record("prioritize", cluster, snapshot, mode, pod, len(names), len(names), table)
     record.top_scores = _top_scores(names, scores)
     return Reply(body, record)
 
 
-def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str, Raw]) -> Reply:
+def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
     """ExtenderPreemptionArgs -> ExtenderPreemptionResult: the candidates that pass the pod's
     filter, victims unchanged; placeholders (no victims) pass through."""
+    fields = wire.decode_body(body)
     pod = wire.decode_pod(fields)
     candidates = wire.decode_victims(fields)
     table = names_table(cluster, pod)
@@ -293,12 +309,13 @@ def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str, R
     return Reply(body, record)
 
 
-def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, fields: dict[str, Raw]) -> Reply:
+def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
     """ExtenderBindingArgs -> ExtenderBindingResult; a failure is HTTP 200 with Error set."""
     if not cluster.bind_enabled:
         raise wire.WireError(
             404, "bind_disabled", f"bind is not enabled for cluster {cluster.name}"
         )
+    fields = wire.decode_body(body)
     args = wire.decode_binding(fields)
     from inventory.binding import BindError, bind_pod
 

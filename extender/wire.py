@@ -117,8 +117,7 @@ def _struct(raw: Raw | bytes, where: str) -> dict[str, Raw] | None:
     return None if fields is None else fold_keys(fields, where)
 
 
-def decode_body(body: bytes) -> dict[str, Raw]:
-    """The request's top-level object, keys folded to lower case."""
+def _check_text(body: bytes) -> None:
     if not body:
         raise WireError(400, "bad_json", "request body is empty: expected a JSON object")
     if not body.isascii():
@@ -128,6 +127,11 @@ def decode_body(body: bytes) -> dict[str, Raw]:
             raise WireError(
                 400, "bad_json", f"request body is not UTF-8: invalid byte at offset {exc.start}"
             ) from None
+
+
+def decode_body(body: bytes) -> dict[str, Raw]:
+    """The request's top-level object, keys folded to lower case."""
+    _check_text(body)
     try:
         fields = _OBJECT.decode(body)
     except msgspec.ValidationError as exc:
@@ -144,12 +148,7 @@ def decode_body(body: bytes) -> dict[str, Raw]:
 # --- ExtenderArgs ---------------------------------------------------------------------------
 
 
-def decode_pod(fields: dict[str, Raw]) -> PodFacts:
-    """The ``Pod`` of a request; required."""
-    raw = fields.get("pod")
-    pod = None if raw is None else _decode(_POD, raw, "Pod")
-    if pod is None:
-        raise bad_request("request has no Pod")
+def _pod_facts(pod: _Pod) -> PodFacts:
     meta = pod.metadata or _ObjectMeta()
     return PodFacts(
         namespace=meta.namespace or "",
@@ -157,6 +156,15 @@ def decode_pod(fields: dict[str, Raw]) -> PodFacts:
         uid=meta.uid or "",
         labels=meta.labels or {},
     )
+
+
+def decode_pod(fields: dict[str, Raw]) -> PodFacts:
+    """The ``Pod`` of a request; required."""
+    raw = fields.get("pod")
+    pod = None if raw is None else _decode(_POD, raw, "Pod")
+    if pod is None:
+        raise bad_request("request has no Pod")
+    return _pod_facts(pod)
 
 
 def decode_node_names(fields: dict[str, Raw]) -> list[str] | None:
@@ -213,6 +221,45 @@ def decode_node(raw: Raw, i: int) -> NodeObject:
         allocatable=allocatable,
         conditions=conditions,
     )
+
+
+class _ExactArgs(Struct, forbid_unknown_fields=True):
+    """ExtenderArgs exactly as kube-scheduler spells it, decoded in one pass."""
+
+    Pod: _Pod | None = None
+    Nodes: _NodeList | None = None
+    NodeNames: list[str] | None = None
+
+
+_EXACT_ARGS = msgspec.json.Decoder(_ExactArgs)
+
+
+@dataclass(slots=True)
+class ExtenderArgs:
+    """A filter or prioritize request: the pod, and node names or raw node objects."""
+
+    pod: PodFacts
+    node_names: list[str] | None
+    node_items: list[Raw] | None
+
+
+def decode_extender_args(body: bytes) -> ExtenderArgs:
+    """ExtenderArgs from a request body.
+
+    kube-scheduler's own spelling is decoded in a single pass; anything else (other key case,
+    unknown keys, wrong types, bad JSON) goes through the case-insensitive path, which also
+    produces the precise error message.
+    """
+    _check_text(body)
+    try:
+        args = _EXACT_ARGS.decode(body)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        fields = decode_body(body)
+        return ExtenderArgs(decode_pod(fields), decode_node_names(fields), decode_node_list(fields))
+    if args.Pod is None:
+        raise bad_request("request has no Pod")
+    items = None if args.Nodes is None else (args.Nodes.items or [])
+    return ExtenderArgs(_pod_facts(args.Pod), args.NodeNames, items)
 
 
 # --- ExtenderPreemptionArgs -----------------------------------------------------------------

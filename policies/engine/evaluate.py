@@ -18,8 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import is_, is_not
+from itertools import compress, filterfalse, repeat
 
 from policies.engine.facts import NodeFacts, NodeTable
 from policies.engine.pods import PodFacts
@@ -57,9 +56,15 @@ class PolicySetTable:
     enforce: tuple[CompiledPolicy, ...]
     dry_run: tuple[CompiledPolicy, ...]
     reject: dict[str, str | None]
+    # The known nodes that pass every enforce filter rule.
+    passing: frozenset[str]
     reject_rules: dict[str, tuple[RuleKey, ...]]
     dry_reject: dict[str, str]
     dry_reject_rules: dict[str, tuple[RuleKey, ...]]
+    # The same as small integers (node -> index into ``rule_sets``): cheap to count per request.
+    reject_rule_ids: dict[str, int]
+    dry_reject_rule_ids: dict[str, int]
+    rule_sets: tuple[tuple[RuleKey, ...], ...]
     scores: ScoreModel
     # Scores as they would be with the dry-run policies enforced too (None: no dry-run policy).
     dry_run_scores: ScoreModel | None
@@ -95,13 +100,13 @@ class ScoreModel:
     # The final scores when a request spans the cluster's whole range: it includes a node with
     # the lowest and one with the highest raw score (and, per resource term, one with the
     # largest allocatable), so normalising over the request equals normalising over the
-    # cluster. Unknown names score as raw 0 (``zero_score``) when 0 is inside the range.
+    # cluster. (A request naming an unknown node is normalised the slow way.)
     dense_scores: dict[str, int]
     low: float
     high: float
     at_low: frozenset[str]
     at_high: frozenset[str]
-    zero_score: int
+    _encoded: dict[str, bytes] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def scored(self) -> bool:
@@ -128,16 +133,35 @@ class ScoreModel:
 
     def scores(self, names: Sequence[str]) -> list[int]:
         """Scores 0..10 per name, normalised over ``names``."""
+        return self.scores_from_table(names)[0]
+
+    def scores_from_table(self, names: Sequence[str]) -> tuple[list[int], bool]:
+        """Scores 0..10 per name, and whether they are the cluster-wide ``dense_scores``.
+
+        They are when the request spans the cluster's range (see ``dense_scores``) and names
+        only known nodes; then a reply can be assembled from per-node parts made once.
+        """
         if not self.scored:
-            return [0] * len(names)
+            return [0] * len(names), True
         if (
-            self.low <= 0.0 <= self.high
-            and not self.at_high.isdisjoint(names)
+            not self.at_high.isdisjoint(names)
             and not self.at_low.isdisjoint(names)
             and all(not term.at_max.isdisjoint(names) for term in self.terms)
         ):
-            return list(map(self.dense_scores.get, names, repeat(self.zero_score)))
-        return normalise(self.raw(names))
+            scores = list(map(self.dense_scores.get, names, repeat(-1)))
+            if -1 not in scores:
+                return scores, True
+        return normalise(self.raw(names)), False
+
+    def encoded(self, prefixes: dict[str, bytes]) -> dict[str, bytes]:
+        """name -> ``{"Host": name, "Score": dense score},`` as JSON bytes, made once."""
+        if not self._encoded:
+            endings = [b"%d}," % score for score in range(MAX_SCORE + 1)]
+            self._encoded.update(
+                (name, prefix + endings[self.dense_scores.get(name, 0)])
+                for name, prefix in prefixes.items()
+            )
+        return self._encoded
 
 
 def _score_model(
@@ -151,17 +175,16 @@ def _score_model(
     dense = {name: raw for name, raw in dense.items() if raw}
     raws = list(map(dense.get, names, repeat(0.0)))
     low, high = (min(raws), max(raws)) if raws else (0.0, 0.0)
-    scores = normalise([*raws, 0.0]) if raws else [0]
+    scores = normalise(raws)
     return ScoreModel(
         static=static,
         terms=terms,
         dense=dense,
-        dense_scores=dict(zip(names, scores, strict=False)),
+        dense_scores=dict(zip(names, scores, strict=True)),
         low=low,
         high=high,
         at_low=frozenset(n for n, raw in zip(names, raws, strict=True) if raw == low),
         at_high=frozenset(n for n, raw in zip(names, raws, strict=True) if raw == high),
-        zero_score=scores[-1] if low <= 0.0 <= high else 0,
     )
 
 
@@ -288,29 +311,34 @@ class ClusterEvaluator:
         enforce = tuple(p for p in positions if self.policies[p].enforce)
         dry_run = tuple(p for p in positions if not self.policies[p].enforce)
         names = self.nodes.names
-        rule_sets: dict[tuple[RuleKey, ...], tuple[RuleKey, ...]] = {}
+        rule_sets: dict[tuple[RuleKey, ...], int] = {}
 
-        def rules_of(fails: list[tuple[FilterCheck, str]]) -> tuple[RuleKey, ...]:
+        def rules_of(fails: list[tuple[FilterCheck, str]]) -> int:
             keys = tuple((check.policy, check.label) for check, _ in fails)
-            return rule_sets.setdefault(keys, keys)
+            return rule_sets.setdefault(keys, len(rule_sets))
 
         reject: dict[str, str | None] = dict.fromkeys(names)
-        reject_rules: dict[str, tuple[RuleKey, ...]] = {}
+        reject_rule_ids: dict[str, int] = {}
         for i, fails in self._nodes_failing(enforce).items():
             reject[names[i]] = "; ".join(reason for _, reason in fails)
-            reject_rules[names[i]] = rules_of(fails)
+            reject_rule_ids[names[i]] = rules_of(fails)
         dry_reject: dict[str, str] = {}
-        dry_reject_rules: dict[str, tuple[RuleKey, ...]] = {}
+        dry_reject_rule_ids: dict[str, int] = {}
         for i, fails in self._nodes_failing(dry_run).items():
             dry_reject[names[i]] = "; ".join(reason for _, reason in fails)
-            dry_reject_rules[names[i]] = rules_of(fails)
+            dry_reject_rule_ids[names[i]] = rules_of(fails)
+        by_id = tuple(rule_sets)
         return PolicySetTable(
             enforce=tuple(self.policies[p] for p in enforce),
             dry_run=tuple(self.policies[p] for p in dry_run),
             reject=reject,
-            reject_rules=reject_rules,
+            passing=frozenset(name for name, reason in reject.items() if reason is None),
+            reject_rules={name: by_id[i] for name, i in reject_rule_ids.items()},
             dry_reject=dry_reject,
-            dry_reject_rules=dry_reject_rules,
+            dry_reject_rules={name: by_id[i] for name, i in dry_reject_rule_ids.items()},
+            reject_rule_ids=reject_rule_ids,
+            dry_reject_rule_ids=dry_reject_rule_ids,
+            rule_sets=by_id,
             scores=self._score_model(enforce),
             dry_run_scores=self._score_model(positions) if dry_run else None,
             versions={self.policies[p].name: self.policies[p].version for p in positions},
@@ -331,43 +359,31 @@ def filter_names(
     table: PolicySetTable, names: Sequence[str], *, unknown_node_action: str, cluster: str
 ) -> FilterOutcome:
     """Filter the request's node names; unknown names follow ``unknown_node_action``."""
-    reject = table.reject
-    # One dict lookup per node, the rest in C: this runs for every pod the scheduler places.
-    reasons = list(map(reject.get, names, repeat(UNKNOWN)))
-    if not any(map(is_, reasons, repeat(UNKNOWN))):
-        passed = list(compress(names, map(is_, reasons, repeat(None))))
-        if len(passed) == len(names):
-            rejected: dict[str, str] = {}
-        else:
-            rejected = dict(
-                compress(zip(names, reasons, strict=True), map(is_not, reasons, repeat(None)))
-            )
-    else:
-        passed, rejected = _with_unknown(names, reasons, unknown_node_action, cluster)
-    dry_run_rejected: dict[str, str] = {}
-    if table.dry_reject:
-        dry = list(map(table.dry_reject.get, names))
-        dry_run_rejected = dict(compress(zip(names, dry, strict=True), dry))
-    return FilterOutcome(passed, rejected, dry_run_rejected)
-
-
-def _with_unknown(
-    names: Sequence[str], reasons: list, unknown_node_action: str, cluster: str
-) -> tuple[list[str], dict[str, str]]:
-    passed: list[str] = []
-    rejected: dict[str, str] = {}
     allow_unknown = unknown_node_action == ALLOW
-    for name, reason in zip(names, reasons, strict=True):
-        if reason is None:
-            passed.append(name)
-        elif reason is UNKNOWN:
+    # One set lookup per node in C for the common case (it passes); only the others are looked
+    # up again for their reasons. This runs for every pod the scheduler places.
+    passing = table.passing.__contains__
+    passed = list(filter(passing, names))
+    rejected: dict[str, str] = {}
+    if len(passed) != len(names):
+        failing = list(filterfalse(passing, names))
+        reasons = list(map(table.reject.get, failing, repeat(UNKNOWN)))
+        rejected = dict(zip(failing, reasons, strict=True))
+        if UNKNOWN in rejected.values():
             if allow_unknown:
-                passed.append(name)
+                known = table.reject.__contains__
+                passed = [name for name in names if passing(name) or not known(name)]
+                rejected = {name: r for name, r in rejected.items() if r is not UNKNOWN}
             else:
-                rejected[name] = unknown_node_reason(name, cluster)
-        else:
-            rejected[name] = reason
-    return passed, rejected
+                for name, reason in rejected.items():
+                    if reason is UNKNOWN:
+                        rejected[name] = unknown_node_reason(name, cluster)
+    dry_run_rejected: dict[str, str] = {}
+    dry = table.dry_reject
+    if dry:
+        # Usually few nodes: intersect (in C) rather than look every name up again.
+        dry_run_rejected = {name: dry[name] for name in dry.keys() & names}
+    return FilterOutcome(passed, rejected, dry_run_rejected)
 
 
 def normalise(raws: Sequence[float]) -> list[int]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 
 from kubernetes import client
 
@@ -18,51 +19,67 @@ from inventory.models import Cluster, ClusterSource
 
 CLIENT_TTL_SECONDS = 60.0
 
-_clients: dict[str, tuple[float, tuple, client.CoreV1Api]] = {}
-_clients_lock = threading.Lock()
+
+@dataclass(frozen=True)
+class _Target:
+    """A cluster's bind settings and its client, cached so a bind costs no database query."""
+
+    expires: float
+    bind_enabled: bool
+    source: str
+    api: client.CoreV1Api | None
+
+
+_targets: dict[str, _Target] = {}
+_targets_lock = threading.Lock()
 
 
 class BindError(Exception):
     """The binding was not created; the message says why (it goes back to kube-scheduler)."""
 
 
-def _client_key(cluster: Cluster) -> tuple:
-    return (cluster.pk, cluster.kubeconfig_path, cluster.kubeconfig_context, cluster.in_cluster)
-
-
-def _api_for(cluster: Cluster) -> client.CoreV1Api:
+def _target(cluster_name: str) -> _Target | None:
     now = time.monotonic()
-    key = _client_key(cluster)
-    with _clients_lock:
-        cached = _clients.get(cluster.name)
-        if cached is not None and cached[0] > now and cached[1] == key:
-            return cached[2]
-    api = core_v1_for(cluster)
-    with _clients_lock:
-        old = _clients.get(cluster.name)
-        _clients[cluster.name] = (now + CLIENT_TTL_SECONDS, key, api)
-    if old is not None and old[2] is not api:
-        old[2].api_client.close()
-    return api
+    with _targets_lock:
+        cached = _targets.get(cluster_name)
+    if cached is not None and cached.expires > now:
+        return cached
+    cluster = Cluster.objects.filter(name=cluster_name).first()
+    if cluster is None:
+        return None
+    api = None
+    if cluster.bind_enabled and cluster.source == ClusterSource.KUBERNETES:
+        api = core_v1_for(cluster)
+    target = _Target(now + CLIENT_TTL_SECONDS, cluster.bind_enabled, cluster.source, api)
+    with _targets_lock:
+        old = _targets.get(cluster_name)
+        _targets[cluster_name] = target
+    if old is not None and old.api is not None:
+        old.api.api_client.close()
+    return target
 
 
 def forget_clients() -> None:
     """Drop cached clients (tests; configuration changes take effect at once)."""
-    with _clients_lock:
-        cached = list(_clients.values())
-        _clients.clear()
-    for _, _, api in cached:
-        api.api_client.close()
+    with _targets_lock:
+        cached = list(_targets.values())
+        _targets.clear()
+    for target in cached:
+        if target.api is not None:
+            target.api.api_client.close()
 
 
 def bind_pod(*, cluster_name: str, namespace: str, name: str, uid: str, node: str) -> None:
     """Create the Binding of pod ``namespace/name`` to ``node`` in the cluster."""
-    cluster = Cluster.objects.filter(name=cluster_name).first()
-    if cluster is None:
+    try:
+        target = _target(cluster_name)
+    except Exception as exc:  # a bad kubeconfig, or the database is unreachable
+        raise BindError(str(classify(exc))) from exc
+    if target is None:
         raise BindError(f"unknown cluster {cluster_name!r}")
-    if not cluster.bind_enabled:
+    if not target.bind_enabled:
         raise BindError(f"bind is not enabled for cluster {cluster_name!r}")
-    if cluster.source != ClusterSource.KUBERNETES:
+    if target.source != ClusterSource.KUBERNETES or target.api is None:
         raise BindError(f"cluster {cluster_name!r} is static: it has no API server to bind in")
     if not (namespace and name and node):
         raise BindError("a binding needs the pod's namespace and name and a node")
@@ -71,8 +88,7 @@ def bind_pod(*, cluster_name: str, namespace: str, name: str, uid: str, node: st
         target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
     )
     try:
-        api = _api_for(cluster)
-        response = api.create_namespaced_binding(
+        response = target.api.create_namespaced_binding(
             namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
         )
         # Read the Status reply before releasing: an unread body would poison the pooled

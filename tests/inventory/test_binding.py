@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -41,9 +42,9 @@ def test_bind_creates_the_binding(kube: FakeKubeServer, bind_cluster: Cluster) -
 
 def test_bind_reuses_the_client(kube: FakeKubeServer, bind_cluster: Cluster) -> None:
     bind_pod(cluster_name="prod", namespace="ml", name="a", uid="", node="n1")
-    first = binding._clients["prod"][2]
+    first = binding._targets["prod"].api
     bind_pod(cluster_name="prod", namespace="ml", name="b", uid="", node="n1")
-    assert binding._clients["prod"][2] is first
+    assert binding._targets["prod"].api is first
     assert len(kube.bindings) == 2
 
 
@@ -73,3 +74,12 @@ def test_bind_needs_bind_enabled_kubernetes_cluster(
     with pytest.raises(BindError, match="unknown cluster"):
         bind_pod(cluster_name="nope", namespace="ml", name="a", uid="", node="n1")
     assert kube.bindings == []
+
+
+def test_repeated_binds_cost_no_database_query(
+    kube: FakeKubeServer, bind_cluster: Cluster, django_assert_num_queries: Any
+) -> None:
+    bind_pod(cluster_name="prod", namespace="ml", name="a", uid="", node="n1")
+    with django_assert_num_queries(0):
+        bind_pod(cluster_name="prod", namespace="ml", name="b", uid="", node="n1")
+    assert [b.pod for b in kube.bindings] == ["a", "b"]

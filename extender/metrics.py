@@ -116,6 +116,25 @@ REFRESH_ERRORS = Counter(
     ["kind"],
 )
 
+_change_feed: Gauge | None = None
+
+
+def change_feed_gauge() -> Gauge:
+    """``extender_change_feed_connected``, created only by processes that use Redis.
+
+    A deployment without Redis has no series at all rather than a permanent 0.
+    """
+    global _change_feed
+    if _change_feed is None:
+        _change_feed = Gauge(
+            "extender_change_feed_connected",
+            "1 while subscribed to the Redis change channel (lowest across live workers); "
+            "0 means changes arrive by polling only.",
+            multiprocess_mode="livemin",
+        )
+    return _change_feed
+
+
 DECISION_LOG_DROPPED = Counter(
     "decision_log_dropped",
     "Decision-log records dropped: queue full, or the batch could not be written.",

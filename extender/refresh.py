@@ -189,6 +189,8 @@ class SnapshotRefresher:
     def _listen_loop(self) -> None:
         import redis
 
+        connected = metrics.change_feed_gauge()
+        connected.set(0)
         backoff = REDIS_BACKOFF_FIRST
         while not self.stopping.is_set():
             client = pubsub = None
@@ -204,6 +206,7 @@ class SnapshotRefresher:
                 if not self.redis_connected and self.redis_error:
                     logger.info("change feed reconnected to Redis")
                 self.redis_connected, self.redis_error = True, None
+                connected.set(1)
                 backoff = REDIS_BACKOFF_FIRST
                 # Announcements made while disconnected are lost: check once now.
                 self.wake.set()
@@ -215,6 +218,7 @@ class SnapshotRefresher:
                 if self.redis_error is None:
                     logger.warning("change feed lost Redis, relying on polling: %s", exc)
                 self.redis_connected, self.redis_error = False, _describe(exc)
+                connected.set(0)
                 metrics.REFRESH_ERRORS.labels("redis").inc()
                 self.stopping.wait(backoff)
                 backoff = min(backoff * 2, REDIS_BACKOFF_MAX)

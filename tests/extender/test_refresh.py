@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from extender import refresh
+from extender import metrics, refresh
 from portal.revisions import bump_snapshot_revision
 from tests.extender.observability_fakes import FakeHolder, FakeSnapshot
 
@@ -190,6 +190,7 @@ def test_an_announcement_on_redis_wakes_the_checker_at_once(
     refresher.start()
     started.append(refresher)
     assert wait_for(lambda: refresher.redis_connected)
+    assert metrics.change_feed_gauge()._value.get() == 1
     time.sleep(0.2)  # let the check that follows every (re)connect pass
     holder.revision_in_db = 11
     client = redis.Redis.from_url(url)
@@ -210,6 +211,7 @@ def test_redis_down_falls_back_to_polling(
     started.append(refresher)
     assert wait_for(lambda: refresher.redis_error is not None)
     assert not refresher.redis_connected
+    assert metrics.change_feed_gauge()._value.get() == 0
     holder.revision_in_db = 6
     assert wait_for(lambda: holder.snapshot.revision == 6)
 

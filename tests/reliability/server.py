@@ -151,6 +151,9 @@ class PortalServer:
 
         self.wait_until(all_loaded, timeout, f"all {self.workers} workers to load a snapshot")
 
+    def metric(self, name: str) -> float | None:
+        return metric_value(self.get("/metrics").body.decode(), name)
+
     def log(self) -> str:
         self._log.flush()
         return self.log_path.read_text(errors="replace")[-4000:]
@@ -169,8 +172,8 @@ class PortalServer:
 
 
 def metric_value(text: str, name: str) -> float | None:
-    """The value of an unlabelled sample in Prometheus text output."""
+    """The value of one sample (``name`` or ``name{labels}``) in Prometheus text output."""
     for line in text.splitlines():
         if line.startswith(name + " "):
-            return float(line.split()[1])
+            return float(line.rsplit(" ", 1)[1])
     return None

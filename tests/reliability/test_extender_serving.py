@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -19,7 +20,6 @@ from tests.factories import load_nodes, make_cluster, node_object
 from tests.reliability.server import (
     PortalServer,
     database_url,
-    metric_value,
     shared_database_target,
 )
 from tests.reliability.tcp_proxy import TcpProxy
@@ -105,29 +105,63 @@ def redis_url() -> str:
     return url
 
 
+@pytest.fixture
+def redis_channel(settings) -> str:
+    """A channel of this test's own, announced on by the test process's writes."""
+    settings.REDIS_URL = redis_url()
+    settings.PORTAL_CHANGES_CHANNEL = f"portal-test-changes:{uuid.uuid4().hex}"
+    return settings.PORTAL_CHANGES_CHANNEL
+
+
+def feed_connected(server: PortalServer, expected: float) -> None:
+    """Wait until every worker's change feed is (or is not) subscribed."""
+    server.wait_until(
+        lambda: server.metric("extender_change_feed_connected") == expected,
+        30,
+        f"extender_change_feed_connected == {expected}",
+    )
+
+
 @pytest.mark.usefixtures("inventory")
 def test_a_policy_edit_is_served_by_every_worker_within_two_seconds_via_redis(
-    start_server, settings
+    start_server, redis_channel: str
 ) -> None:
-    url = redis_url()
-    channel = f"portal-test-changes:{uuid.uuid4().hex}"
-    settings.REDIS_URL = url
-    settings.PORTAL_CHANGES_CHANNEL = channel
     # Polling every 30 s could not make the deadline: only the announcement can.
-    server = start_server(REDIS_URL=url, PORTAL_CHANGES_CHANNEL=channel, EXTENDER_POLL_SECONDS="30")
-    server.wait_until(
-        lambda: all(
-            server.get("/readyz").json().get("change_feed") == "connected" for _ in range(10)
-        ),
-        30,
-        "every worker's change feed to connect",
+    server = start_server(
+        REDIS_URL=redis_url(), PORTAL_CHANGES_CHANNEL=redis_channel, EXTENDER_POLL_SECONDS="30"
     )
+    feed_connected(server, 1)
     warm_up(server, ["gpu-1", "cpu-1"])
 
     policy_create(actor=None, data=GPU_ONLY)  # committed and announced on return
     elapsed = time_to_serve_everywhere(server, time.monotonic(), ["gpu-1"])
 
     assert elapsed < CHANGE_DEADLINE_SECONDS
+
+
+@pytest.mark.usefixtures("inventory")
+def test_redis_unreachable_falls_back_to_polling_and_reconnects(
+    start_server, redis_channel: str
+) -> None:
+    url = urlsplit(redis_url())
+    redis_proxy = TcpProxy((url.hostname or "127.0.0.1", url.port or 6379))
+    try:
+        proxied = url._replace(netloc=f"127.0.0.1:{redis_proxy.port}").geturl()
+        server = start_server(REDIS_URL=proxied, PORTAL_CHANGES_CHANNEL=redis_channel)
+        feed_connected(server, 1)
+        warm_up(server, ["gpu-1", "cpu-1"])
+
+        redis_proxy.block()
+        feed_connected(server, 0)
+        assert server.get("/readyz").status == 200  # polling keeps the snapshot current
+        policy_create(actor=None, data=GPU_ONLY)  # announced, but nobody can hear it
+        elapsed = time_to_serve_everywhere(server, time.monotonic(), ["gpu-1"])
+        assert elapsed < CHANGE_DEADLINE_SECONDS
+
+        redis_proxy.unblock()
+        feed_connected(server, 1)
+    finally:
+        redis_proxy.close()
 
 
 @pytest.mark.usefixtures("inventory")
@@ -150,7 +184,7 @@ def test_database_unreachable_keeps_answering_and_reports_stale(
     warm_up(server, ["gpu-1"])
     baseline = server.post(FILTER, REQUEST).json()
     revision = server.get("/readyz").json()["revision"]
-    assert metric_value(server.get("/metrics").body.decode(), "extender_snapshot_stale") == 0
+    assert server.metric("extender_snapshot_stale") == 0
 
     proxy[0].block()
 
@@ -162,11 +196,16 @@ def test_database_unreachable_keeps_answering_and_reports_stale(
     readiness = server.get("/readyz").json()
     assert readiness["last_error"].startswith("database: ")
     assert readiness["revision"] == revision
-    metrics_text = server.get("/metrics").body.decode()
-    assert metric_value(metrics_text, "extender_snapshot_stale") == 1
+    assert server.metric("extender_snapshot_stale") == 1
     # The last good snapshot still decides, exactly as before the outage.
     for _ in range(20):
         assert server.post(FILTER, REQUEST).json() == baseline
+    # Their decision-log rows cannot be written: dropped and counted, not queued forever.
+    server.wait_until(
+        lambda: (server.metric('decision_log_dropped_total{reason="write_error"}') or 0) > 0,
+        10,
+        "the decision log to count dropped rows",
+    )
 
     proxy[0].unblock()
     server.wait_until(

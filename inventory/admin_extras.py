@@ -78,7 +78,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         return fieldsets
 
     def get_list_display(self, request: HttpRequest) -> Any:
-        return _merge(super().get_list_display(request), ("inventory_age_short",))
+        return _merge(super().get_list_display(request), ("inventory_age_short", "drift_nodes"))
 
     # -- display -------------------------------------------------------------------------------
 
@@ -90,6 +90,10 @@ class ClusterAdminExtras(admin.ModelAdmin):
     def inventory_age_short(self, obj: Cluster) -> str:
         seconds = inventory_age_seconds(obj)
         return EMPTY if seconds is None else format_age(seconds)
+
+    @admin.display(description="drifting nodes")
+    def drift_nodes(self, obj: Cluster) -> int:
+        return cluster_drift_summary(obj)["nodes"]
 
     @admin.display(description="label drift")
     def drift_summary(self, obj: Cluster) -> SafeString | str:

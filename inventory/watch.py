@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 from kubernetes import client, watch
 
@@ -140,6 +140,9 @@ class ClusterWatcher:
                 except Exception as exc:
                     if self.stopped:
                         return  # stop() cut the stream; nothing failed
+                    if isinstance(exc, DatabaseError) and not connection.in_atomic_block:
+                        # A broken connection stays broken in a long-lived thread.
+                        connection.close()
                     error = classify(exc)
                     attempt += 1
                     self.reconnects += 1
@@ -305,8 +308,14 @@ def watch_clusters(
             )
             if cluster_name is not None:
                 wanted_clusters = wanted_clusters.filter(name=cluster_name)
-            wanted = set(wanted_clusters.values_list("pk", flat=True))
-            connection.close()
+            try:
+                wanted = set(wanted_clusters.values_list("pk", flat=True))
+            except DatabaseError as exc:
+                # Keep the running watchers; they retry on their own.
+                logger.warning("cannot read the cluster list: %s", exc)
+                wanted = set(running)
+            finally:
+                connection.close()
             for pk in list(running):
                 watcher, thread = running[pk]
                 if pk not in wanted:

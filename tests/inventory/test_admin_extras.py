@@ -60,6 +60,7 @@ def test_cluster_page_shows_age_and_drift(admin_client: Client, synced: Cluster)
     assert "1 nodes lack 1 assigned labels" in text
     listing = admin_client.get(reverse("admin:inventory_cluster_changelist")).content.decode()
     assert "12 s" in listing
+    assert '<td class="field-drift_nodes">1</td>' in listing
 
 
 def test_node_page_and_list_show_drift(admin_client: Client, synced: Cluster) -> None:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from inventory.models import Cluster, Node
 from inventory.sync import sync_cluster
@@ -129,3 +131,19 @@ def test_backoff_is_jittered_and_capped() -> None:
     assert 0.5 <= delays[0] <= 1.0
     assert all(d <= 8.0 for d in delays)
     assert 4.0 <= delays[-1] <= 8.0
+
+
+def test_bookmarks_keep_the_inventory_fresh(kube: FakeKubeServer, cluster: Cluster) -> None:
+    add_nodes(kube, 2)
+    rv = sync_cluster(cluster_id=cluster.pk).resource_version
+    stale = timezone.now() - timedelta(hours=1)
+    Cluster.objects.filter(pk=cluster.pk).update(last_success_at=stale)
+    revision = current_snapshot_revision()
+    watcher = ClusterWatcher(cluster.pk, timeout_seconds=5, freshness_interval=0)
+    run_until(
+        watcher,
+        lambda: Cluster.objects.get(pk=cluster.pk).last_success_at > stale,
+        resource_version=rv,
+    )
+    assert watcher.events_applied == 0  # bookmarks only
+    assert current_snapshot_revision() == revision

@@ -104,3 +104,12 @@ def test_metrics_is_prometheus_text(holder: FakeHolder) -> None:
     assert headers["Content-Type"].startswith("text/plain; version=")
     assert b"# TYPE extender_requests_total counter" in body
     assert b"extender_snapshot_revision 12.0" in body
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+def test_the_portal_entry_point_routes_the_probes_here(path: str, holder: FakeHolder) -> None:
+    from portal.wsgi import application
+
+    status, headers, _ = call_wsgi(application, path)
+    assert status == 200
+    assert "X-Frame-Options" not in headers  # Django's middleware never saw the request

@@ -153,7 +153,7 @@ class SnapshotRefresher:
 
     def publish_gauges(self) -> None:
         """Update this process's snapshot gauges (also done right before each scrape)."""
-        metrics.update_snapshot_gauges(freshness(refresher=self))
+        metrics.update_snapshot_gauges(freshness(holder=self.holder_getter(), refresher=self))
 
     # --- threads ------------------------------------------------------------------------
 
@@ -179,11 +179,11 @@ class SnapshotRefresher:
         while not self.stopping.is_set():
             # Cleared before the check: an announcement that arrives during it causes another.
             self.wake.clear()
-            self.check_once()
             try:
+                self.check_once()
                 self.publish_gauges()
-            except Exception:
-                logger.exception("could not update the snapshot gauges")
+            except Exception:  # the thread must outlive any bug: it is the only refresher
+                logger.exception("snapshot refresh check failed unexpectedly")
             self.wake.wait(self.poll_seconds)
 
     def _listen_loop(self) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
+from kubernetes.config import kube_config
 
-from inventory.kube import AuthError, TransientError
+from inventory.kube import AuthError, KubeError, TransientError
 from inventory.models import Cluster, Node, SyncState
 from inventory.node_objects import node_fields
 from inventory.sync import SyncInProgress, decode_node_list, sync_claim, sync_cluster
@@ -178,3 +181,25 @@ def test_a_page_with_odd_shapes_is_still_read(kube: FakeKubeServer, cluster: Clu
 def test_invalid_json_from_the_server_is_transient() -> None:
     with pytest.raises(ValueError, match="not valid JSON"):
         decode_node_list(b'{"items": [')
+
+
+def test_empty_kubeconfig_path_uses_the_default_lookup(
+    kube: FakeKubeServer, kubeconfig: str, make_kube_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The client reads $KUBECONFIG once, at import; this is where that value lives.
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", kubeconfig)
+    cluster = make_kube_cluster("default-lookup", kubeconfig_path="", kubeconfig_context="")
+    kube.add_node(realistic_node(0, slim=True))
+    assert sync_cluster(cluster_id=cluster.pk).seen == 1
+
+
+def test_in_cluster_config_outside_a_pod_is_a_clear_error(
+    make_kube_cluster: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    cluster = make_kube_cluster("inside", in_cluster=True)
+    with pytest.raises(KubeError, match="cannot load the Kubernetes client configuration"):
+        sync_cluster(cluster_id=cluster.pk)
+    cluster.refresh_from_db()
+    assert cluster.sync_state == SyncState.ERROR

@@ -140,6 +140,11 @@ DECISION_LOG_DROPPED = Counter(
     "Decision-log records dropped: queue full, or the batch could not be written.",
     ["reason"],
 )
+# Series that alerts use with rate() exist from the start, at zero.
+for _reason in ("queue_full", "write_error"):
+    DECISION_LOG_DROPPED.labels(_reason)
+for _kind in ("database", "build", "redis"):
+    REFRESH_ERRORS.labels(_kind)
 DECISION_LOG_WRITTEN = Counter("decision_log_written", "Decision-log records written.")
 DECISION_LOG_QUEUE_DEPTH = Gauge(
     "decision_log_queue_depth",

@@ -148,5 +148,8 @@ def test_decision_log_series_are_exposed(holder: FakeHolder) -> None:
     names = {name for name, _ in values}
     assert "decision_log_written_total" in names
     assert "decision_log_queue_depth" in names
-    metrics.DECISION_LOG_DROPPED.labels("queue_full")  # a labelled counter appears once used
-    assert ("decision_log_dropped_total", frozenset({("reason", "queue_full")})) in scrape()
+    # Present at zero before anything was dropped, so rate() alerts work from the start.
+    for reason in ("queue_full", "write_error"):
+        assert ("decision_log_dropped_total", frozenset({("reason", reason)})) in values
+    for kind in ("database", "build", "redis"):
+        assert ("extender_refresh_errors_total", frozenset({("kind", kind)})) in values

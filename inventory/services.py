@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -225,6 +226,7 @@ def nodes_apply(
     replace: bool,
     resource_version: str = "",
     trust_resource_version: bool = False,
+    keep_written_since: datetime | None = None,
 ) -> ApplyResult:
     """Upsert node objects into the cluster's inventory in one transaction.
 
@@ -233,6 +235,8 @@ def nodes_apply(
     With ``trust_resource_version`` (objects straight from the API server, where every write
     changes it) a node whose resourceVersion equals the stored one is known unchanged and is
     neither parsed nor loaded, which makes a resync of an unchanged cluster cheap.
+    With ``keep_written_since`` (when the list started), nodes written after that moment (by a
+    watch event, which is newer than the list) are neither overwritten nor removed.
     """
     by_name: dict[str, Any] = {}
     skipped: list[str] = []
@@ -248,7 +252,12 @@ def nodes_apply(
     if not replace and len(by_name) <= _IN_LIST_LIMIT:
         # An upsert of a few nodes (a watch event) must not read the whole inventory.
         scope = scope.filter(name__in=list(by_name))
-    stored_versions = dict(scope.values_list("name", "resource_version"))
+    stored = list(scope.values_list("name", "resource_version", "last_seen"))
+    stored_versions = {name: version for name, version, _ in stored}
+    if keep_written_since is not None:
+        newer = {name for name, _, seen in stored if seen >= keep_written_since}
+        by_name = {name: obj for name, obj in by_name.items() if name not in newer}
+        stored_versions = {n: v for n, v in stored_versions.items() if n not in newer}
     if trust_resource_version:
         pending = {
             name: obj

@@ -209,6 +209,11 @@ def sync_claim(*, cluster_id: int) -> bool:
     return bool(claimed)
 
 
+def lock_cluster_row(cluster_id: int) -> None:
+    """Lock the cluster row until the transaction ends (PostgreSQL; SQLite serialises writers)."""
+    list(Cluster.objects.select_for_update().filter(pk=cluster_id).values_list("pk"))
+
+
 def _record_error(cluster_id: int, error: KubeError) -> None:
     Cluster.objects.filter(pk=cluster_id).update(
         sync_state=SyncState.ERROR,
@@ -238,6 +243,7 @@ def sync_cluster(
     if not sync_claim(cluster_id=cluster_id):
         raise SyncInProgress(cluster.name)
     started = time.monotonic()
+    list_started_at = timezone.now()
     own_api = api is None
     try:
         if api is None:
@@ -245,12 +251,16 @@ def sync_cluster(
         objects, resource_version, pages = list_nodes(api, page_size=page_size)
         listed = time.monotonic()
         with transaction.atomic():
+            # Serialises with the watcher's batches (it takes the same row lock), and nodes a
+            # watch event wrote while this list was in flight are newer than the list: kept.
+            lock_cluster_row(cluster_id)
             applied = nodes_apply(
                 cluster=cluster,
                 objects=objects,
                 replace=True,
                 resource_version=resource_version,
                 trust_resource_version=True,
+                keep_written_since=list_started_at,
             )
             finished = timezone.now()
             Cluster.objects.filter(pk=cluster_id).update(

@@ -255,6 +255,7 @@ class ClusterWatcher:
         now = time.monotonic()
         fresh = now - self._last_fresh >= self.freshness_interval
         with transaction.atomic():
+            sync_service.lock_cluster_row(cluster.pk)
             if upserts:
                 nodes_apply(
                     cluster=cluster,

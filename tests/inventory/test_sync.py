@@ -6,11 +6,13 @@ from typing import Any
 
 import orjson
 import pytest
+from django.utils import timezone
 from kubernetes.config import kube_config
 
 from inventory.kube import AuthError, KubeError, TransientError
 from inventory.models import Cluster, Node, SyncState
 from inventory.node_objects import node_fields
+from inventory.services import nodes_apply
 from inventory.sync import SyncInProgress, decode_node_list, sync_claim, sync_cluster
 from portal.revisions import current_snapshot_revision
 from tests.support.fake_kube import FakeKubeServer
@@ -203,3 +205,26 @@ def test_in_cluster_config_outside_a_pod_is_a_clear_error(
         sync_cluster(cluster_id=cluster.pk)
     cluster.refresh_from_db()
     assert cluster.sync_state == SyncState.ERROR
+
+
+def test_a_list_never_rolls_back_what_a_newer_watch_event_wrote(
+    kube: FakeKubeServer, cluster: Cluster
+) -> None:
+    names = add_nodes(kube, 3)
+    sync_cluster(cluster_id=cluster.pk)
+    listed = list(kube.nodes().values())  # the list a sync is reading...
+    list_started = timezone.now()
+    # ...while the watcher applies newer events: a label change and a new node.
+    changed = kube.modify_node(names[0], {"metadata": {"labels": {"fresh": "yes"}}})
+    added = kube.add_node(realistic_node(9, slim=True))
+    nodes_apply(cluster=cluster, objects=[changed, added], replace=False)
+    result = nodes_apply(
+        cluster=cluster,
+        objects=listed,
+        replace=True,
+        trust_resource_version=True,
+        keep_written_since=list_started,
+    )
+    assert (result.changed, result.removed) == (0, 0)
+    assert Node.objects.get(cluster=cluster, name=names[0]).labels["fresh"] == "yes"
+    assert Node.objects.filter(cluster=cluster, name=added["metadata"]["name"]).exists()

@@ -26,8 +26,10 @@ logger = logging.getLogger(__name__)
 
 def build_snapshot() -> Snapshot:
     """Read the configuration and inventory and build a Snapshot; raises on database errors."""
+    # Inside a caller's transaction (tests, management commands) its snapshot is what we read.
+    own_transaction = not connection.in_atomic_block
     with transaction.atomic():
-        if connection.vendor == "postgresql":
+        if own_transaction and connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         revision = current_snapshot_revision()

@@ -97,3 +97,35 @@ def test_dispatcher_hands_other_paths_to_django(db: Any, extender: None) -> None
     response = call("/admin/login/", b"", method="GET")
     assert response.status == 200
     assert b"<html" in response.body.lower() or b"<!doctype" in response.body.lower()
+
+
+@pytest.mark.django_db
+def test_serves_the_last_snapshot_with_the_database_unreachable(
+    extender: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import OperationalError
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    cluster = make_cluster("c")
+    load_nodes(cluster, [node_object("n1", {"zone": "a"}), node_object("n2", {"zone": "b"})])
+    policy_create(
+        actor=None,
+        data={
+            "name": "zone-a",
+            "filter_rules": [{"kind": "label", "key": "zone", "operator": "In", "values": ["a"]}],
+        },
+    )
+    reload()
+    before = holder.snapshot
+
+    def unreachable(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise OperationalError("could not connect to server: Connection refused")
+
+    monkeypatch.setattr(BaseDatabaseWrapper, "cursor", unreachable)
+    with pytest.raises(OperationalError):
+        holder.load()
+    assert holder.snapshot is before
+    assert "Connection refused" in holder.last_error
+    response = call("/extender/c/filter", {"Pod": POD, "NodeNames": ["n1", "n2"]})
+    assert response.status == 200
+    assert response.json()["NodeNames"] == ["n1"]

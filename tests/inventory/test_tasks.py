@@ -6,8 +6,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
+from django.urls import reverse
 from django.utils import timezone
 
+from inventory import sync as sync_service
 from inventory import tasks
 from inventory.models import Cluster, Node, SyncState
 from inventory.sync import sync_claim
@@ -113,3 +116,38 @@ def test_beat_schedule_dispatches_every_ten_seconds() -> None:
     assert entry["task"] == "inventory.dispatch_due_syncs"
     assert entry["schedule"] == 10.0
     assert entry["options"]["expires"] == 10.0
+
+
+def test_soft_time_limit_records_an_error_without_retry(
+    kube: FakeKubeServer, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def too_slow(*args: Any, **kwargs: Any) -> None:
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(sync_service, "list_nodes", too_slow)
+    outcome = tasks.sync_cluster.apply(args=(cluster.pk,)).get()
+    assert outcome == {
+        "status": "error",
+        "cluster_id": cluster.pk,
+        "error": "the sync exceeded its time limit",
+    }
+    cluster.refresh_from_db()
+    assert cluster.sync_state == SyncState.ERROR
+
+
+def test_admin_sync_now_queues_after_commit(
+    admin_client: Any,
+    make_kube_cluster: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    queued: list[int] = []
+    monkeypatch.setattr(tasks.sync_cluster, "delay", queued.append)
+    prod = make_kube_cluster("prod")
+    lab = make_cluster("lab")
+    with django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(
+            reverse("admin:inventory_cluster_changelist"),
+            {"action": "sync_now", "_selected_action": [prod.pk, lab.pk]},
+        )
+    assert queued == [prod.pk]

@@ -7,6 +7,7 @@ from rest_framework import serializers
 
 from extender.models import Decision
 from portal.api.base import ReadOnlyPortalViewSet
+from portal.api.filters import UTCDateTimeFilter
 
 
 class DecisionSerializer(serializers.ModelSerializer):
@@ -39,7 +40,7 @@ class DecisionFilterSet(django_filters.FilterSet):
     verb = django_filters.ChoiceFilter(
         choices=[(v, v) for v in ("filter", "prioritize", "preempt", "bind")]
     )
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    since = UTCDateTimeFilter(field_name="created_at", lookup_expr="gte")
 
     class Meta:
         model = Decision

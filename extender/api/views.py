@@ -22,6 +22,7 @@ from extender.scheduler_config import (
 )
 from inventory.models import Cluster
 from policies.validation import ContentError
+from portal.api.base import NulGuardMixin
 from portal.api.formats import JSONUnlessYAMLMixin, yaml_dump, yaml_dump_all
 from portal.api.permissions import ActionPermissions
 from portal.api.schema import PortalAutoSchema
@@ -73,7 +74,7 @@ CONFIG_PARAMETERS = [
 ]
 
 
-class SchedulerConfigView(JSONUnlessYAMLMixin, APIView):
+class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
     """KubeSchedulerConfiguration (v1) using this cluster's extender, as YAML or JSON."""
 
     permission_classes = [ActionPermissions]

@@ -17,7 +17,7 @@ from policies.api.serializers import LabelAssignmentSerializer, PolicySerializer
 from policies.apply import API_VERSION, KIND, export_document, policy_set_apply
 from policies.simulate import simulate
 from policies.validation import ContentError
-from portal.api.base import StrictSerializer
+from portal.api.base import NulGuardMixin, StrictSerializer
 from portal.api.formats import (
     JSONUnlessYAMLMixin,
     TextYAMLParser,
@@ -105,7 +105,7 @@ class SimulateResultSerializer(serializers.Serializer):
     nodes = SimulatedNodeSerializer(many=True)
 
 
-class SimulateView(APIView):
+class SimulateView(NulGuardMixin, APIView):
     """Every node's verdict and score for a pod, from the extender's own evaluation."""
 
     permission_classes = [ActionPermissions]
@@ -185,7 +185,7 @@ def _flag(request: Request, name: str) -> bool:
     raise ContentError({name: ["Must be true or false."]})
 
 
-class ApplyView(APIView):
+class ApplyView(NulGuardMixin, APIView):
     """Apply a PolicySet (YAML or JSON) in one transaction; ``dry_run`` only plans."""
 
     permission_classes = [ActionPermissions]
@@ -221,7 +221,7 @@ class ApplyView(APIView):
         )
 
 
-class ExportView(JSONUnlessYAMLMixin, APIView):
+class ExportView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
     """Every policy and label assignment as a PolicySet that ``apply`` takes as a no-op."""
 
     permission_classes = [ActionPermissions]

@@ -18,6 +18,7 @@ from typing import Any
 
 from django.db import models
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -113,10 +114,35 @@ class NameLookupMixin:
     lookup_value_regex = NAME_LOOKUP_REGEX
 
 
-class PortalViewSetMixin:
+class NulGuardMixin:
+    """Refuse NUL characters in the URL and query before any database work: PostgreSQL cannot
+    store or compare them, and the database error would otherwise end the transaction."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        errors: dict[str, list[str]] = {}
+        for key, value in kwargs.items():
+            if isinstance(value, str) and "\x00" in value:
+                errors[key] = ["Must not contain NUL characters."]
+        for key, values in request.query_params.lists():
+            if "\x00" in key or any("\x00" in v for v in values):
+                errors[key.replace("\x00", "")] = ["Must not contain NUL characters."]
+        if errors:
+            raise serializers.ValidationError(errors)
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+
+
+class PortalPagination(LimitOffsetPagination):
+    """``?limit=&offset=``; the limit is capped so no request asks the database for more."""
+
+    default_limit = 100
+    max_limit = 1000
+
+
+class PortalViewSetMixin(NulGuardMixin):
     """Authentication, permissions, parsers and schema shared by every API view."""
 
     permission_classes = [PortalModelPermissions]
+    pagination_class = PortalPagination
     parser_classes = [JSONParser]
     schema = PortalAutoSchema()
 

@@ -15,7 +15,8 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from portal.api.base import ReadOnlyPortalViewSet
+from portal.api.base import NulGuardMixin, ReadOnlyPortalViewSet
+from portal.api.filters import UTCDateTimeFilter
 from portal.api.schema import PortalAutoSchema
 from portal.models import AuditAction, AuditEntry
 
@@ -31,7 +32,7 @@ ROOT_ROUTES = {
 }
 
 
-class ApiRootView(APIView):
+class ApiRootView(NulGuardMixin, APIView):
     """Links to every collection."""
 
     permission_classes = [IsAuthenticated]
@@ -76,7 +77,7 @@ class AuditEntryFilterSet(django_filters.FilterSet):
     object_name = django_filters.CharFilter()
     action = django_filters.ChoiceFilter(choices=AuditAction.choices)
     actor = django_filters.CharFilter(field_name="actor_name", help_text="Username.")
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    since = UTCDateTimeFilter(field_name="created_at", lookup_expr="gte")
 
     class Meta:
         model = AuditEntry

@@ -313,3 +313,22 @@ def test_diff_paths():
         {"path": "mode", "old": "a", "new": None},
     ]
     assert content_diff(old, old) == []
+
+
+def test_pagination_limit_is_capped(viewer, world):
+    response = viewer.get("/api/v1/decisions/?limit=100000000000000000000")
+    assert response.status_code == 200
+    assert response.json()["count"] == 1
+
+
+def test_nul_characters_in_the_url_are_refused(viewer, world):
+    response = viewer.get("/api/v1/audit/?object_name=a%00b")
+    assert response.status_code == 400
+    assert "object_name" in response.json()
+    assert viewer.get("/api/v1/policies/gpu%00only/").status_code == 400
+
+
+def test_since_accepts_any_utc_offset(viewer, world):
+    response = viewer.get("/api/v1/decisions/?since=2000-01-01T00:00:00-19:33")
+    assert response.status_code == 200
+    assert response.json()["count"] == 1

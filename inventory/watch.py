@@ -123,8 +123,14 @@ class ClusterWatcher:
                         self._api = core_v1_for(self._cluster)
                     if self.resource_version is None:
                         self._relist()
+                    opened = time.monotonic()
                     self._stream(done)
-                    attempt = 0
+                    if time.monotonic() - opened < 1.0 and not done():
+                        # A stream that ends at once (a misbehaving proxy) must not spin.
+                        attempt += 1
+                        self._sleep(attempt)
+                    else:
+                        attempt = 0
                 except (Cluster.DoesNotExist, sync_service.ClusterGone):
                     logger.info("cluster %s is gone; watcher stops", self.cluster_id)
                     return
@@ -290,9 +296,11 @@ def watch_clusters(
     """Run a watcher thread per enabled Kubernetes cluster until ``stop`` is set.
 
     The set of clusters is re-read every ``refresh_seconds``: new clusters get a watcher,
-    deleted or disabled ones lose theirs, and a watcher thread that died is restarted.
+    deleted or disabled ones lose theirs, one whose kubeconfig settings changed gets a new
+    one, and a watcher thread that died is restarted.
     """
-    running: dict[int, tuple[ClusterWatcher, threading.Thread]] = {}
+    # pk -> (watcher, its thread, the connection settings it was started with)
+    running: dict[int, tuple[ClusterWatcher, threading.Thread, tuple]] = {}
 
     def run_one(watcher: ClusterWatcher) -> None:
         try:
@@ -310,30 +318,37 @@ def watch_clusters(
             if cluster_name is not None:
                 wanted_clusters = wanted_clusters.filter(name=cluster_name)
             try:
-                wanted = set(wanted_clusters.values_list("pk", flat=True))
+                wanted = {
+                    pk: tuple(settings)
+                    for pk, *settings in wanted_clusters.values_list(
+                        "pk", "kubeconfig_path", "kubeconfig_context", "in_cluster"
+                    )
+                }
             except DatabaseError as exc:
                 # Keep the running watchers; they retry on their own.
                 logger.warning("cannot read the cluster list: %s", exc)
-                wanted = set(running)
+                wanted = {pk: entry[2] for pk, entry in running.items()}
             finally:
                 connection.close()
             for pk in list(running):
-                watcher, thread = running[pk]
-                if pk not in wanted:
+                watcher, thread, settings = running[pk]
+                if wanted.get(pk) != settings:
+                    # Deleted, disabled, or pointed at other credentials: stop (and restart).
                     watcher.stop()
+                    thread.join(timeout=10)
                 if not thread.is_alive():
                     del running[pk]
-            for pk in wanted - set(running):
+            for pk in wanted.keys() - running.keys():
                 watcher = ClusterWatcher(pk, **(watcher_options or {}))
                 thread = threading.Thread(
                     target=run_one, args=(watcher,), name=f"watcher-{pk}", daemon=True
                 )
                 thread.start()
-                running[pk] = (watcher, thread)
+                running[pk] = (watcher, thread, wanted[pk])
                 logger.info("watching nodes of cluster %s", pk)
             stop.wait(refresh_seconds)
     finally:
-        for watcher, _ in running.values():
+        for watcher, _, _ in running.values():
             watcher.stop()
-        for _, thread in running.values():
+        for _, thread, _ in running.values():
             thread.join(timeout=10)

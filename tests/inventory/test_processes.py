@@ -203,7 +203,14 @@ def test_watch_nodes_command_follows_changes_and_stops_on_sigterm(
     names = add_nodes(kube, 3)
     cluster = make_kube_cluster("prod")
     proc, log = processes.start(
-        "watcher", sys.executable, "manage.py", "watch_nodes", "--cluster", "prod"
+        "watcher",
+        sys.executable,
+        "manage.py",
+        "watch_nodes",
+        "--cluster",
+        "prod",
+        "--refresh",
+        "0.5",
     )
     wait_for(lambda: Node.objects.filter(cluster=cluster).count() == 3, "the initial list")
     kube.modify_node(names[0], {"metadata": {"labels": {"live": "yes"}}})
@@ -214,6 +221,13 @@ def test_watch_nodes_command_follows_changes_and_stops_on_sigterm(
             and not Node.objects.filter(cluster=cluster, name=names[1]).exists()
         ),
         "the watched changes",
+    )
+    # New credentials in the cluster's settings: the watcher is restarted with them.
+    bad = kube.write_kubeconfig(processes.tmp_path / "rejected", context="fake", token="wrong")
+    Cluster.objects.filter(pk=cluster.pk).update(kubeconfig_path=bad)
+    wait_for(
+        lambda: "401 Unauthorized" in Cluster.objects.get(pk=cluster.pk).sync_error,
+        "the restarted watcher's relist with the new credentials",
     )
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0

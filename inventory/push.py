@@ -16,8 +16,8 @@ from django.db import transaction
 from inventory.drift import cluster_assignments, node_drift
 from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
 from inventory.models import Cluster, ClusterSource, Node
+from inventory.node_list import slim_node
 from inventory.services import nodes_apply
-from inventory.sync import slim_node
 from policies.validation import ContentError
 from portal.audit import audit_record
 from portal.models import AuditAction

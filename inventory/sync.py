@@ -1,10 +1,10 @@
 """Full inventory sync of one Kubernetes cluster: list every node, then replace the inventory.
 
-The list is paginated and read raw (``_preload_content=False`` + orjson; building the client's
-models for 5,000 nodes costs four times as much). Nothing is written until every page has
-arrived, so a failed or partial list never removes a node. The cluster row doubles as the
-per-cluster lock: ``sync_claim`` moves ``sync_state`` to ``running`` with one conditional
-UPDATE, which works across processes on every database.
+The list is paginated and read raw (``_preload_content=False``, then decoded straight into
+the stored fields; building the client's models for 5,000 nodes costs many times as much).
+Nothing is written until every page has arrived, so a failed or partial list never removes a
+node. The cluster row doubles as the per-cluster lock: ``sync_claim`` moves ``sync_state`` to
+``running`` with one conditional UPDATE, which works across processes on every database.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-import msgspec
-import orjson
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import transaction
 from django.db.models import Q
@@ -25,6 +23,7 @@ from kubernetes import client
 
 from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
 from inventory.models import Cluster, ClusterSource, SyncState
+from inventory.node_list import decode_node_list
 from inventory.services import nodes_apply
 from portal.audit import audit_record
 from portal.models import AuditAction
@@ -64,111 +63,6 @@ class SyncResult:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-# The node list is decoded straight into the fields the inventory stores: managedFields and
-# the image list (two thirds of a real node's JSON) are skipped by the decoder, not built and
-# thrown away, which makes a 5,000-node list several times cheaper to read. Every field is
-# ``Any``, so odd values still reach node_fields, which stores them with warnings; a page the
-# typed decoder refuses (an item that is not an object, say) is decoded generically instead.
-
-
-class _NodeMetadata(msgspec.Struct):
-    name: Any = None
-    uid: Any = None
-    resourceVersion: Any = None
-    creationTimestamp: Any = None
-    labels: Any = None
-    annotations: Any = None
-
-
-class _NodeSpec(msgspec.Struct):
-    taints: Any = None
-    unschedulable: Any = None
-
-
-class _NodeStatus(msgspec.Struct):
-    capacity: Any = None
-    allocatable: Any = None
-    conditions: Any = None
-    addresses: Any = None
-    nodeInfo: Any = None
-
-
-class _Node(msgspec.Struct):
-    metadata: _NodeMetadata | None = None
-    spec: _NodeSpec | None = None
-    status: _NodeStatus | None = None
-
-
-class _ListMetadata(msgspec.Struct):
-    resourceVersion: Any = None
-    continue_: Any = msgspec.field(default=None, name="continue")
-
-
-class _NodeList(msgspec.Struct):
-    metadata: _ListMetadata | None = None
-    items: list[_Node] | None = None
-
-
-_node_list_decoder = msgspec.json.Decoder(_NodeList)
-
-
-def _present(struct: msgspec.Struct | None) -> dict[str, Any] | None:
-    if struct is None:
-        return None
-    return {
-        name: value
-        for name in struct.__struct_fields__
-        if (value := getattr(struct, name)) is not None
-    }
-
-
-def decode_node_list(raw: bytes) -> tuple[list[Any], str, str | None]:
-    """(node objects, list resourceVersion, continue token) of one NodeList page."""
-    try:
-        page = _node_list_decoder.decode(raw)
-    except msgspec.ValidationError:
-        return _decode_node_list_generic(raw)
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"node list is not valid JSON: {exc}") from None
-    items = []
-    for item in page.items or []:
-        obj: dict[str, Any] = {"metadata": _present(item.metadata) or {}}
-        for part in ("spec", "status"):
-            value = _present(getattr(item, part))
-            if value is not None:
-                obj[part] = value
-        items.append(obj)
-    metadata = page.metadata or _ListMetadata()
-    return items, str(metadata.resourceVersion or ""), metadata.continue_ or None
-
-
-def _decode_node_list_generic(raw: bytes) -> tuple[list[Any], str, str | None]:
-    page = orjson.loads(raw)
-    if not isinstance(page, dict):
-        raise ValueError("node list is not a JSON object")
-    items = page.get("items") or []
-    if not isinstance(items, list):
-        raise ValueError("node list items is not a list")
-    metadata = page.get("metadata") if isinstance(page.get("metadata"), dict) else {}
-    return (
-        [slim_node(item) for item in items],
-        str(metadata.get("resourceVersion") or ""),
-        metadata.get("continue") or None,
-    )
-
-
-def slim_node(obj: Any) -> Any:
-    """Drop the bulky parts of a node object that the inventory never stores."""
-    if isinstance(obj, dict):
-        metadata = obj.get("metadata")
-        if isinstance(metadata, dict):
-            metadata.pop("managedFields", None)
-        status = obj.get("status")
-        if isinstance(status, dict):
-            status.pop("images", None)
-    return obj
 
 
 def list_nodes(api: client.CoreV1Api, *, page_size: int = PAGE_SIZE) -> tuple[list[Any], str, int]:

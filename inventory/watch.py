@@ -34,6 +34,7 @@ from inventory.kube import (
     core_v1_for,
 )
 from inventory.models import Cluster, ClusterSource
+from inventory.node_list import slim_node
 from inventory.services import node_delete, nodes_apply
 
 logger = logging.getLogger(__name__)
@@ -253,9 +254,7 @@ class ClusterWatcher:
             name = metadata.get("name")
             if kind in ("ADDED", "MODIFIED", "DELETED") and isinstance(name, str) and name:
                 latest[name] = (kind, obj)
-        upserts = [
-            sync_service.slim_node(obj) for kind, obj in latest.values() if kind != "DELETED"
-        ]
+        upserts = [slim_node(obj) for kind, obj in latest.values() if kind != "DELETED"]
         deletes = [name for name, (kind, _) in latest.items() if kind == "DELETED"]
         cluster = self._cluster
         now = time.monotonic()

@@ -10,6 +10,24 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
 
+class _NoAliasLoader(yaml.SafeLoader):
+    """Safe YAML without anchors and aliases: a few aliased lines can stand for billions of
+    nodes ("billion laughs"), and no policy document needs them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not accepted", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def yaml_load(text: str | bytes) -> Any:
+    """One YAML document, safely and without aliases."""
+    return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass: safe
+
+
 class YAMLParser(BaseParser):
     """``application/yaml`` (and the older ``application/x-yaml``, ``text/yaml``) bodies."""
 
@@ -17,7 +35,7 @@ class YAMLParser(BaseParser):
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         try:
-            return yaml.safe_load(stream.read())
+            return yaml_load(stream.read())
         except yaml.YAMLError as exc:
             raise ParseError(f"YAML parse error - {str(exc).splitlines()[0]}") from None
 

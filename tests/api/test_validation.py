@@ -78,3 +78,10 @@ def test_unknown_objects_are_404(viewer, world):
         "/api/v1/policies/nope/versions/",
     ):
         assert viewer.get(url).status_code == 404, url
+
+
+def test_yaml_aliases_are_refused(editor, world):
+    document = "apiVersion: portal/v1\nkind: PolicySet\npolicies:\n- &p {name: a}\n- *p\n"
+    response = editor.generic("POST", "/api/v1/apply/", document, content_type="application/yaml")
+    assert response.status_code == 400
+    assert "aliases" in response.json()["detail"]

@@ -332,3 +332,29 @@ def test_since_accepts_any_utc_offset(viewer, world):
     response = viewer.get("/api/v1/decisions/?since=2000-01-01T00:00:00-19:33")
     assert response.status_code == 200
     assert response.json()["count"] == 1
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/",
+        "/api/v1/policies/",
+        "/api/v1/policies/gpu-only/",
+        "/api/v1/policies/gpu-only/versions/",
+        "/api/v1/clusters/prod/",
+        "/api/v1/label-assignments/gpu-tier/",
+        "/api/v1/clusters/prod/nodes/gpu-1/",
+        "/api/v1/simulate/",
+        "/api/v1/apply/",
+        "/api/v1/audit/",
+        "/api/v1/decisions/",
+    ],
+)
+def test_browsable_api_and_options_for_a_logged_in_admin(role_users, world, url, client):
+    client.force_login(role_users["admin"])
+    page = client.get(url, HTTP_ACCEPT="text/html")
+    assert page.status_code in (200, 405)  # 405: POST-only routes still render their form
+    assert page["Content-Type"].startswith("text/html")
+    options = client.options(url)
+    assert options.status_code == 200
+    assert options.json()["name"]

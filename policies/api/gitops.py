@@ -15,7 +15,7 @@ from rest_framework.views import APIView
 
 from policies.api.serializers import LabelAssignmentSerializer, PolicySerializer
 from policies.apply import API_VERSION, KIND, export_document, policy_set_apply
-from policies.simulate import simulate
+from policies.simulate import clean_pod, simulate
 from policies.validation import ContentError
 from portal.api.base import NulGuardMixin, StrictSerializer
 from portal.api.formats import (
@@ -117,10 +117,16 @@ class SimulateView(NulGuardMixin, APIView):
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         body = SimulateRequestSerializer(data=request.data)
         if not body.is_valid():
-            # Field types aside, the pod is judged by simulate() with precise paths.
-            errors = {k: v for k, v in body.errors.items() if k != "pod"}
-            if errors or "pod" not in request.data:
-                raise serializers.ValidationError(body.errors)
+            errors = dict(body.errors)
+            if isinstance(request.data, dict) and "pod" in request.data:
+                # The pod is judged by clean_pod, which names the exact field.
+                errors.pop("pod", None)
+                try:
+                    clean_pod(request.data["pod"])
+                except ContentError as exc:
+                    errors.update(exc.errors)
+            if errors:
+                raise serializers.ValidationError(errors)
         data = request.data
         return Response(
             simulate(cluster=data.get("cluster"), pod=data.get("pod"), nodes=data.get("nodes"))

@@ -85,3 +85,10 @@ def test_yaml_aliases_are_refused(editor, world):
     response = editor.generic("POST", "/api/v1/apply/", document, content_type="application/yaml")
     assert response.status_code == 400
     assert "aliases" in response.json()["detail"]
+
+
+def test_simulate_names_every_problem_at_once(viewer, world):
+    body = {"cluster": "prod", "pod": {"metadata": {"labels": {"a b": "x"}}}, "extra": 1}
+    response = viewer.post("/api/v1/simulate/", body, format="json")
+    assert response.status_code == 400
+    assert set(response.json()) == {"extra", "pod.metadata.labels[a b]"}

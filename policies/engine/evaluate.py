@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, filterfalse, repeat
+from operator import is_not
 
 from policies.engine.facts import NodeFacts, NodeTable
 from policies.engine.pods import PodFacts
@@ -56,8 +57,10 @@ class PolicySetTable:
     enforce: tuple[CompiledPolicy, ...]
     dry_run: tuple[CompiledPolicy, ...]
     reject: dict[str, str | None]
-    # The known nodes that pass every enforce filter rule.
+    # The known nodes that pass every enforce filter rule; ``clean`` those of them that no
+    # dry-run rule would reject either (the same set when no dry-run policy applies).
     passing: frozenset[str]
+    clean: frozenset[str]
     reject_rules: dict[str, tuple[RuleKey, ...]]
     dry_reject: dict[str, str]
     dry_reject_rules: dict[str, tuple[RuleKey, ...]]
@@ -328,11 +331,13 @@ class ClusterEvaluator:
             dry_reject[names[i]] = "; ".join(reason for _, reason in fails)
             dry_reject_rule_ids[names[i]] = rules_of(fails)
         by_id = tuple(rule_sets)
+        passing = frozenset(name for name, reason in reject.items() if reason is None)
         return PolicySetTable(
             enforce=tuple(self.policies[p] for p in enforce),
             dry_run=tuple(self.policies[p] for p in dry_run),
             reject=reject,
-            passing=frozenset(name for name, reason in reject.items() if reason is None),
+            passing=passing,
+            clean=passing.difference(dry_reject) if dry_reject else passing,
             reject_rules={name: by_id[i] for name, i in reject_rule_ids.items()},
             dry_reject=dry_reject,
             dry_reject_rules={name: by_id[i] for name, i in dry_reject_rule_ids.items()},
@@ -360,29 +365,30 @@ def filter_names(
 ) -> FilterOutcome:
     """Filter the request's node names; unknown names follow ``unknown_node_action``."""
     allow_unknown = unknown_node_action == ALLOW
-    # One set lookup per node in C for the common case (it passes); only the others are looked
-    # up again for their reasons. This runs for every pod the scheduler places.
+    # One set lookup per node in C for the common case (it passes); only the others (rejected,
+    # unknown, or of interest to a dry-run policy) are looked up again, for their reasons. This
+    # runs for every pod the scheduler places.
     passing = table.passing.__contains__
     passed = list(filter(passing, names))
-    rejected: dict[str, str] = {}
-    if len(passed) != len(names):
-        failing = list(filterfalse(passing, names))
-        reasons = list(map(table.reject.get, failing, repeat(UNKNOWN)))
-        rejected = dict(zip(failing, reasons, strict=True))
-        if UNKNOWN in rejected.values():
-            if allow_unknown:
-                known = table.reject.__contains__
-                passed = [name for name in names if passing(name) or not known(name)]
-                rejected = {name: r for name, r in rejected.items() if r is not UNKNOWN}
-            else:
-                for name, reason in rejected.items():
-                    if reason is UNKNOWN:
-                        rejected[name] = unknown_node_reason(name, cluster)
+    clean = table.clean
+    if len(passed) == len(names) and clean is table.passing:
+        return FilterOutcome(passed, {}, {})
+    others = list(filterfalse(clean.__contains__, names))
+    reasons = list(map(table.reject.get, others, repeat(UNKNOWN)))
+    rejected = dict(compress(zip(others, reasons, strict=True), map(is_not, reasons, repeat(None))))
+    if UNKNOWN in rejected.values():
+        if allow_unknown:
+            known = table.reject.__contains__
+            passed = [name for name in names if passing(name) or not known(name)]
+            rejected = {name: r for name, r in rejected.items() if r is not UNKNOWN}
+        else:
+            for name, reason in rejected.items():
+                if reason is UNKNOWN:
+                    rejected[name] = unknown_node_reason(name, cluster)
     dry_run_rejected: dict[str, str] = {}
-    dry = table.dry_reject
-    if dry:
-        # Usually few nodes: intersect (in C) rather than look every name up again.
-        dry_run_rejected = {name: dry[name] for name in dry.keys() & names}
+    if table.dry_reject:
+        dry = list(map(table.dry_reject.get, others))
+        dry_run_rejected = dict(compress(zip(others, dry, strict=True), dry))
     return FilterOutcome(passed, rejected, dry_run_rejected)
 
 

@@ -121,14 +121,21 @@ def test_tables_agree_with_the_naive_evaluation(
     table = evaluator.table(evaluator.active(PodFacts()))
     enforce = [p for p in policies if p["mode"] == "enforce"]
 
+    dry_run = [p for p in policies if p["mode"] == "dry-run"]
+
+    def passes(name: str, chosen: list[dict]) -> bool:
+        return all(naive_passes(r, by_name[name]) for p in chosen for r in p["filter_rules"])
+
     outcome = filter_names(table, request, unknown_node_action="allow", cluster="c")
-    expected_passed = [
-        name
-        for name in request
-        if name not in by_name
-        or all(naive_passes(r, by_name[name]) for p in enforce for r in p["filter_rules"])
-    ]
-    assert outcome.passed == expected_passed
+    assert outcome.passed == [n for n in request if n not in by_name or passes(n, enforce)]
+    assert set(outcome.rejected) == {n for n in request if n in by_name and not passes(n, enforce)}
+    assert set(outcome.dry_run_rejected) == {
+        n for n in request if n in by_name and not passes(n, dry_run)
+    }
+    denied = filter_names(table, request, unknown_node_action="deny", cluster="c")
+    assert denied.passed == [n for n in request if n in by_name and passes(n, enforce)]
+    assert set(denied.rejected) == {n for n in request if n not in by_name} | set(outcome.rejected)
+    assert denied.dry_run_rejected == outcome.dry_run_rejected
 
     weights = [r for p in enforce for r in p["weight_rules"]]
     known = [by_name.get(name) for name in request]

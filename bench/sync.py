@@ -99,6 +99,7 @@ def peak_rss_mb() -> float:
 
 
 def main() -> None:
+    load_before = os.getloadavg()[0]
     url, db_note, created = choose_database()
     os.environ["DATABASE_URL"] = url
     import django
@@ -349,7 +350,9 @@ def main() -> None:
     (results / "sync.md").write_text(
         "# Inventory sync benchmark\n\n"
         f"`bench/sync.py`, {time.strftime('%Y-%m-%d', time.gmtime())}; database: {db_note}; "
-        f"Python {platform.python_version()}; fake Kubernetes API server in its own process, "
+        f"Python {platform.python_version()}; {os.cpu_count()} CPUs, load average "
+        f"{load_before:.1f} at the start (a shared machine: absolute times vary between runs, "
+        "the ratios less); fake Kubernetes API server in its own process, "
         "official kubernetes client.\n\n"
         "The snapshot latency is what an extender process sees when the change notification "
         "arrives at once (Redis pub/sub): the watcher applies the event, bumps the revision, "

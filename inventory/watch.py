@@ -6,6 +6,10 @@ watcher relists *and diffs* (``replace=True``), so nodes deleted while it was no
 leave the inventory too. Dropped streams reconnect from the last seen resourceVersion with
 jittered exponential backoff.
 
+Next to the periodic sync: both take the cluster row lock to write, and a sync keeps the nodes
+a watch event wrote while its list was in flight. A node the watcher deleted during that list
+can come back from it; the next event or sync removes it again.
+
 Threads: the HTTP stream is read in a helper thread that only queues events; every database
 write happens in the thread that called ``ClusterWatcher.run``, in batches (events arriving
 within ``batch_window`` share one transaction and one snapshot revision bump).

@@ -28,10 +28,11 @@ from policies.engine.scores import ResourceTerm, ScoreModel, score_model
 
 ALLOW = "allow"
 DENY = "deny"
-# Distinct policy sets cached per evaluator; beyond this the cache starts over (a guard against
-# pathological pod label churn, not a limit real clusters reach).
-MAX_CACHED_SETS = 4096
-MAX_CACHED_SELECTIONS = 65536
+# Distinct policy sets cached per evaluator (a table is ~1.5 MB at 5,000 nodes) and pod
+# selections remembered; beyond these the cache starts over. Guards against pathological pod
+# label churn, not limits real clusters reach: their pods select a handful of sets.
+MAX_CACHED_SETS = 64
+MAX_CACHED_SELECTIONS = 8192
 
 RuleKey = tuple[str, str]  # (policy name, rule label)
 

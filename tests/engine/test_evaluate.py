@@ -199,3 +199,18 @@ def test_compile_refuses_invalid_content(content: dict, path: str) -> None:
 )
 def test_format_base_units(resource: str, value: int, text: str) -> None:
     assert format_base_units(resource, value) == text
+
+
+def test_caches_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from policies.engine import evaluate
+
+    monkeypatch.setattr(evaluate, "MAX_CACHED_SETS", 2)
+    monkeypatch.setattr(evaluate, "MAX_CACHED_SELECTIONS", 2)
+    evaluator = ClusterEvaluator([policy("a"), policy("b"), policy("c")], nodes())
+    first = evaluator.table((0,))
+    evaluator.table((1,))
+    evaluator.table((2,))
+    assert evaluator.table((0,)) is not first  # the cache started over and rebuilt it
+    for n in range(5):
+        evaluator.active(PodFacts(namespace=f"ns{n}"))
+    assert len(evaluator._selections) <= 2

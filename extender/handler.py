@@ -41,7 +41,12 @@ StartResponse = Callable[..., object]
 _JSON_HEADERS = [("Content-Type", "application/json")]
 
 
-def _respond(start_response: StartResponse, status: int, body: bytes, extra=()) -> list[bytes]:
+def _respond(
+    start_response: StartResponse,
+    status: int,
+    body: bytes,
+    extra: tuple[tuple[str, str], ...] = (),
+) -> list[bytes]:
     reason = _REASONS.get(status, "Error")
     headers = [*_JSON_HEADERS, ("Content-Length", str(len(body))), *extra]
     start_response(f"{status} {reason}", headers)
@@ -162,7 +167,7 @@ def application(environ: dict, start_response: StartResponse) -> Iterable[bytes]
             )
             observe.record_error(verb, cluster_name, error.kind)
             return _respond(
-                start_response, 405, orjson.dumps({"Error": error.message}), [("Allow", "POST")]
+                start_response, 405, orjson.dumps({"Error": error.message}), (("Allow", "POST"),)
             )
         snapshot = _snapshot()
         cluster = _cluster(snapshot, name)

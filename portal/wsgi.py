@@ -5,6 +5,7 @@ WSGI handlers, skipping Django's middleware stack; everything else is the Django
 """
 
 import os
+from collections.abc import Callable, Iterable
 
 from django.core.wsgi import get_wsgi_application
 
@@ -15,7 +16,7 @@ django_application = get_wsgi_application()  # runs django.setup(): settings are
 from extender.handler import application as extender_application  # noqa: E402
 
 
-def _observability_routes() -> dict:
+def _observability_routes() -> dict[str, Callable[..., Iterable[bytes]]]:
     try:
         from extender.health import wsgi_routes
     except (ImportError, AttributeError):
@@ -27,7 +28,7 @@ def _observability_routes() -> dict:
 ROUTES = _observability_routes()
 
 
-def application(environ, start_response):
+def application(environ: dict, start_response: Callable[..., object]) -> Iterable[bytes]:
     """Route one request to the extender, an observability route, or Django."""
     path = environ.get("PATH_INFO", "")
     if path.startswith("/extender/") or path == "/extender":

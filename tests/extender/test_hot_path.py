@@ -129,3 +129,12 @@ def test_serves_the_last_snapshot_with_the_database_unreachable(
     response = call("/extender/c/filter", {"Pod": POD, "NodeNames": ["n1", "n2"]})
     assert response.status == 200
     assert response.json()["NodeNames"] == ["n1"]
+
+
+def test_dispatcher_routes_probes_past_django(db: Any, extender: None) -> None:
+    from portal import wsgi
+
+    assert {"/healthz", "/readyz", "/metrics"} <= set(wsgi.ROUTES)
+    response = call("/healthz", b"", method="GET")
+    assert response.status == 200
+    assert "text/html" not in response.headers.get("Content-Type", "")

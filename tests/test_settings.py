@@ -24,6 +24,9 @@ SETTINGS_ENV = (
     "REDIS_URL",
     "CELERY_BROKER_URL",
     "ALLOWED_HOSTS",
+    "HOST",
+    "PORT",
+    "STATIC_ROOT",
     "PORTAL_VAR_DIR",
     "DJANGO_SETTINGS_MODULE",
 )

@@ -245,14 +245,16 @@ def update_snapshot_gauges(status: Freshness) -> None:
 
 
 class InventoryCollector(Collector):
-    """``extender_inventory_age_seconds{cluster}``, computed from the snapshot at scrape time.
+    """``extender_inventory_age_seconds{cluster}``, computed at scrape time.
 
-    Clusters whose inventory was never synced successfully have no series (static clusters
-    have no sync at all), so an alert on the age does not fire for them.
+    The sync time comes from the served snapshot or, when newer, from the refresher's periodic
+    read (an unchanged sync confirms the inventory without rebuilding the snapshot). Clusters
+    whose inventory was never synced successfully have no series (static clusters have no sync
+    at all), so an alert on the age does not fire for them.
     """
 
-    def __init__(self, snapshot_getter: Callable[[], Any]) -> None:
-        self.snapshot_getter = snapshot_getter
+    def __init__(self, sync_times_getter: Callable[[], dict[str, float]]) -> None:
+        self.sync_times_getter = sync_times_getter
 
     def describe(self) -> list[GaugeMetricFamily]:
         # Declaring no metrics up front keeps registration from calling the getter.
@@ -261,27 +263,34 @@ class InventoryCollector(Collector):
     def collect(self) -> Iterable[GaugeMetricFamily]:
         family = GaugeMetricFamily(
             "extender_inventory_age_seconds",
-            "Seconds since the cluster's node inventory was last synced successfully, "
-            "as seen by the served snapshot.",
+            "Seconds since the cluster's node inventory was last synced successfully.",
             labels=["cluster"],
         )
-        snapshot = self.snapshot_getter()
         now = time.time()
-        for name, cluster in sorted((getattr(snapshot, "clusters", None) or {}).items()):
-            synced = epoch_seconds(getattr(cluster, "last_success_at", None))
-            if synced is not None:
-                family.add_metric([name], max(0.0, now - synced))
+        for name, synced in sorted(self.sync_times_getter().items()):
+            family.add_metric([name], max(0.0, now - synced))
         yield family
 
 
-def _current_snapshot() -> Any:
-    from extender.refresh import get_holder  # refresh imports this module
+def _inventory_sync_times() -> dict[str, float]:
+    from extender.refresh import current_refresher, get_holder  # refresh imports this module
 
     holder = get_holder()
-    return holder.snapshot if holder is not None else None
+    snapshot = holder.snapshot if holder is not None else None
+    times: dict[str, float] = {}
+    clusters = getattr(snapshot, "clusters", None) or {}
+    for name, cluster in clusters.items():
+        synced = epoch_seconds(getattr(cluster, "last_success_at", None))
+        if synced is not None:
+            times[name] = synced
+    refresher = current_refresher()
+    for name, synced in (getattr(refresher, "inventory_synced", None) or {}).items():
+        if name in clusters and synced > times.get(name, 0.0):
+            times[name] = synced
+    return times
 
 
-_inventory_collector = InventoryCollector(_current_snapshot)
+_inventory_collector = InventoryCollector(_inventory_sync_times)
 if not MULTIPROCESS:
     REGISTRY.register(_inventory_collector)
 

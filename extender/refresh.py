@@ -60,6 +60,18 @@ def _read_revision() -> int:
     return current_snapshot_revision()
 
 
+def _read_inventory_sync_times() -> dict[str, float]:
+    """When each cluster's inventory was last confirmed by a successful sync (epoch seconds).
+
+    An unchanged sync confirms the inventory without bumping the snapshot revision, so the
+    snapshot's own copy of this time only moves on real changes; the refresher re-reads it.
+    """
+    from inventory.models import Cluster
+
+    rows = Cluster.objects.exclude(last_success_at=None).values_list("name", "last_success_at")
+    return {name: synced.timestamp() for name, synced in rows}
+
+
 def _close_db_connections() -> None:
     # The thread's connections are its own (Django keeps them per thread); closing them after
     # each check means a restarted database is reconnected cleanly and a test database can
@@ -82,6 +94,7 @@ class SnapshotRefresher:
         *,
         holder_getter: Callable[[], SnapshotHolder | None] | None = None,
         revision_reader: Callable[[], int] | None = None,
+        inventory_reader: Callable[[], dict[str, float]] | None = None,
         close_connections: Callable[[], None] | None = None,
         poll_seconds: float = 1.0,
         redis_url: str = "",
@@ -90,6 +103,9 @@ class SnapshotRefresher:
         # Defaults are looked up when used, so the module's functions can be replaced.
         self.holder_getter = holder_getter or (lambda: get_holder())
         self.revision_reader = revision_reader or (lambda: _read_revision())
+        self.inventory_reader = inventory_reader or (lambda: _read_inventory_sync_times())
+        # cluster name -> epoch seconds of its last successful sync, as last read
+        self.inventory_synced: dict[str, float] = {}
         self.close_connections = close_connections or (lambda: _close_db_connections())
         self.poll_seconds = poll_seconds
         self.redis_url = redis_url
@@ -127,6 +143,8 @@ class SnapshotRefresher:
                 loaded = True
                 self.loads += 1
             self.pending_revision = None
+            stage = "database"
+            self.inventory_synced = self.inventory_reader()
         except Exception as exc:
             self._record_failure(holder, stage, exc)
             return False

@@ -70,7 +70,9 @@ def test_one_failed_check_within_the_limit_is_still_ready(holder: FakeHolder) ->
 def test_a_newer_revision_that_failed_to_load_is_stale_at_once(
     holder: FakeHolder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    refresher = refresh.SnapshotRefresher(holder_getter=lambda: holder, revision_reader=lambda: 13)
+    refresher = refresh.SnapshotRefresher(
+        holder_getter=lambda: holder, revision_reader=lambda: 13, inventory_reader=dict
+    )
     holder.revision_in_db = 13
     holder.load_error = ValueError("bad rule")
     refresher.close_connections = lambda: None

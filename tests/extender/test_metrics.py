@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -153,3 +154,15 @@ def test_decision_log_series_are_exposed(holder: FakeHolder) -> None:
         assert ("decision_log_dropped_total", frozenset({("reason", reason)})) in values
     for kind in ("database", "build", "redis"):
         assert ("extender_refresh_errors_total", frozenset({("kind", kind)})) in values
+
+
+def test_inventory_age_follows_syncs_that_changed_nothing(
+    holder: FakeHolder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An unchanged sync moves Cluster.last_success_at but not the snapshot; the refresher's
+    # periodic read carries the newer time to the metric. Unknown clusters stay out.
+    fresher = SimpleNamespace(inventory_synced={"c1": time.time() - 5, "gone": time.time()})
+    monkeypatch.setattr(refresh, "current_refresher", lambda: fresher)
+    values = scrape()
+    assert value(values, "extender_inventory_age_seconds", cluster="c1") < 60
+    assert ("extender_inventory_age_seconds", frozenset({("cluster", "gone")})) not in values

@@ -6,12 +6,16 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from extender import metrics, refresh
+from inventory.models import Cluster
 from portal.revisions import bump_snapshot_revision
 from tests.extender.observability_fakes import FakeHolder, FakeSnapshot
+from tests.factories import make_cluster
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -59,6 +63,7 @@ def make_refresher(holder: FakeHolder, source: Source, **kwargs) -> refresh.Snap
     return refresh.SnapshotRefresher(
         holder_getter=lambda: holder,
         revision_reader=source.read,
+        inventory_reader=dict,
         close_connections=source.close,
         **kwargs,
     )
@@ -90,7 +95,10 @@ def test_a_new_revision_is_loaded_and_an_unchanged_one_is_not(
 def test_no_snapshot_yet_is_loaded_on_the_first_check(source: Source) -> None:
     empty = FakeHolder()
     refresher = refresh.SnapshotRefresher(
-        holder_getter=lambda: empty, revision_reader=lambda: 0, close_connections=lambda: None
+        holder_getter=lambda: empty,
+        revision_reader=lambda: 0,
+        inventory_reader=dict,
+        close_connections=lambda: None,
     )
     assert refresher.check_once() is True
     assert empty.snapshot.revision == 0
@@ -228,6 +236,20 @@ def test_the_revision_is_read_from_the_database(holder: FakeHolder) -> None:
     assert holder.snapshot.revision == holder.revision_in_db
 
 
+@pytest.mark.django_db
+def test_inventory_sync_times_are_reread_without_a_new_revision(holder: FakeHolder) -> None:
+    cluster = make_cluster("synced")
+    synced = timezone.now() - timedelta(seconds=30)
+    Cluster.objects.filter(pk=cluster.pk).update(last_success_at=synced)
+    refresher = refresh.SnapshotRefresher(
+        holder_getter=lambda: holder,
+        revision_reader=lambda: holder.snapshot.revision,
+        close_connections=lambda: None,
+    )
+    assert refresher.check_once() is False  # same revision: nothing rebuilt
+    assert refresher.inventory_synced == {"synced": pytest.approx(synced.timestamp())}
+
+
 @pytest.fixture
 def process_refresher(
     holder: FakeHolder, source: Source, monkeypatch: pytest.MonkeyPatch, settings
@@ -237,6 +259,7 @@ def process_refresher(
     settings.REDIS_URL = ""
     monkeypatch.setattr(refresh, "get_holder", lambda: holder)
     monkeypatch.setattr(refresh, "_read_revision", source.read)
+    monkeypatch.setattr(refresh, "_read_inventory_sync_times", dict)
     monkeypatch.setattr(refresh, "_close_db_connections", source.close)
     refresh.stop()
     yield

@@ -8,16 +8,12 @@ schedulers, DaemonSets, dashboards); ``inventory.push`` patches them on request.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from inventory.models import Cluster, Node
-from policies.engine.assignments import AssignmentSpec, assigned_labels, node_selector_from_dict
-from policies.engine.errors import EngineValidationError
-from policies.models import LabelAssignment
-
-logger = logging.getLogger(__name__)
+from policies.engine.assignments import AssignmentSpec, assigned_labels
+from policies.selectors import cluster_assignment_specs
 
 NodeDrift = dict[str, dict[str, str | None]]
 
@@ -29,19 +25,7 @@ _cache: dict[int, tuple[float, list[AssignmentSpec]]] = {}
 
 def cluster_assignments(cluster: Cluster) -> list[AssignmentSpec]:
     """The engine's view of the enabled assignments for ``cluster`` (its own + all-cluster)."""
-    rows = LabelAssignment.objects.filter(enabled=True).filter(
-        cluster__isnull=True
-    ) | LabelAssignment.objects.filter(enabled=True, cluster=cluster)
-    specs = []
-    for row in rows.order_by("name"):
-        try:
-            selector = node_selector_from_dict(row.node_selector or {}, path="node_selector")
-        except EngineValidationError as exc:
-            logger.warning("label assignment %s left out of drift: %s", row.name, exc)
-            continue
-        labels = tuple(sorted((row.labels or {}).items()))
-        specs.append(AssignmentSpec(row.name, row.priority, selector, labels))
-    return specs
+    return cluster_assignment_specs(cluster)
 
 
 def cached_cluster_assignments(cluster_id: int) -> list[AssignmentSpec]:

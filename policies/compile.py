@@ -13,11 +13,12 @@ from typing import Any
 from django.db import connection, transaction
 
 from inventory.models import Cluster, Node
-from policies.engine.assignments import AssignmentSpec, node_selector_from_dict
+from policies.engine.assignments import AssignmentSpec
 from policies.engine.errors import EngineValidationError
 from policies.engine.policy import CompiledPolicy, compile_policy
 from policies.engine.snapshot import ClusterSettings, NodeRecord, Snapshot, build_snapshot_from
 from policies.models import LabelAssignment, Policy
+from policies.selectors import assignment_spec
 from policies.services import policy_content
 from portal.revisions import current_snapshot_revision
 
@@ -113,14 +114,11 @@ def _assignments() -> tuple[list[tuple[str | None, AssignmentSpec]], list[str]]:
     rows = LabelAssignment.objects.filter(enabled=True).select_related("cluster")
     for assignment in rows:
         try:
-            selector = node_selector_from_dict(assignment.node_selector or {})
+            spec = assignment_spec(assignment)
         except EngineValidationError as exc:
             problems.append(f"label assignment {assignment.name}: {exc}")
             logger.error("label assignment %s left out of the snapshot: %s", assignment.name, exc)
             continue
-        labels = tuple(sorted((assignment.labels or {}).items()))
         scope = assignment.cluster.name if assignment.cluster_id else None
-        specs.append(
-            (scope, AssignmentSpec(assignment.name, assignment.priority, selector, labels))
-        )
+        specs.append((scope, spec))
     return specs, problems

@@ -29,8 +29,7 @@ from inventory.api.serializers import (
 from inventory.imports import nodes_import, parse_node_list
 from inventory.models import Cluster, ClusterSource, Node
 from inventory.services import cluster_create, cluster_delete, cluster_update
-from policies.engine.assignments import AssignmentSpec, node_selector_from_dict
-from policies.models import LabelAssignment
+from policies.selectors import cluster_assignment_specs
 from policies.validation import ContentError
 from portal.api.base import NAME_LOOKUP_REGEX, ContentViewSet, ReadOnlyPortalViewSet
 from portal.api.schema import DETAIL_SCHEMA
@@ -90,29 +89,6 @@ class ClusterViewSet(ContentViewSet):
         )
 
 
-def cluster_assignments(cluster: Cluster) -> list[AssignmentSpec]:
-    """The engine's view of the enabled label assignments that apply to ``cluster``."""
-    specs = []
-    rows = LabelAssignment.objects.filter(enabled=True).filter(
-        cluster__isnull=True
-    ) | LabelAssignment.objects.filter(enabled=True, cluster=cluster)
-    for row in rows:
-        try:
-            selector = node_selector_from_dict(row.node_selector, path="node_selector")
-        except Exception:  # stored rows were validated; a bad legacy row must not break reads
-            logger.warning("label assignment %s has an invalid selector; ignored", row.name)
-            continue
-        specs.append(
-            AssignmentSpec(
-                name=row.name,
-                priority=row.priority,
-                selector=selector,
-                labels=tuple(sorted(row.labels.items())),
-            )
-        )
-    return specs
-
-
 LABEL_PARAM = OpenApiParameter(
     "label",
     OpenApiTypes.STR,
@@ -152,7 +128,7 @@ class NodeViewSet(ReadOnlyPortalViewSet):
         if not getattr(self, "swagger_fake_view", False) and "cluster_name" in self.kwargs:
             cluster = self.get_cluster()
             context["cluster"] = cluster
-            context["assignments"] = cluster_assignments(cluster)
+            context["assignments"] = cluster_assignment_specs(cluster)
         return context
 
     @extend_schema(parameters=[LABEL_PARAM])

@@ -30,6 +30,7 @@ NAME_OPERATORS = ("Matches", "NotMatches")
 CONDITION_STATUSES = ("True", "False", "Unknown")
 NAME_MAX = 100
 MESSAGE_MAX = 500
+QUANTITY_MAX = 64
 
 
 class ContentError(ValueError):
@@ -213,6 +214,8 @@ def clean_filter_rule(rule: Any, prefix: str) -> dict:
             if isinstance(quantity, str)
             else ["A Kubernetes quantity string is required (e.g. 8Gi, 500m, 2)."]
         )
+        if not problems and len(quantity) > QUANTITY_MAX:
+            problems = [f"Must be at most {QUANTITY_MAX} characters."]
         if not problems and not any(c.isdigit() for c in quantity):
             # Go reads "Gi" or "." as 0; from an operator that is a typo, not a threshold.
             problems = [f"{quantity!r} has no digits; write a number, e.g. 8Gi, 500m, 2."]

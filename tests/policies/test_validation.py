@@ -90,6 +90,15 @@ INVALID_POLICIES = [
         "filter_rules[0].quantity",
     ),
     (
+        "resource-quantity-too-long",
+        {
+            "filter_rules": [
+                {"kind": "resource", "resource": "memory", "operator": "Gte", "quantity": "1" * 65}
+            ]
+        },
+        "filter_rules[0].quantity",
+    ),
+    (
         "resource-quantity-no-digits",
         {
             "filter_rules": [

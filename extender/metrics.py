@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -167,51 +168,94 @@ ERROR_CODES = {
 }
 OTHER = "other"
 
-# (verb, cluster) -> the label children a call touches; labels() costs a lock and string
-# conversions, a dict hit does not. Children stay valid across fork (prometheus_client
-# re-opens its files when the pid changes).
-_call_children: dict[tuple[str, str], tuple[Any, Any, Any, Any]] = {}
+# (verb, cluster) -> how to count one call: the ``inc``/``observe`` of the label children it
+# touches. labels() costs a lock and string conversions, a dict hit does not. Children stay
+# valid across fork (prometheus_client re-opens its files when the pid changes).
+Adder = Callable[[float], None]
+_call_children: dict[tuple[str, str], tuple[Adder, Adder, Adder, Adder]] = {}
 
 
-def _children(verb: str, cluster: str) -> tuple[Any, Any, Any, Any]:
+def _adder(child: Any) -> Adder:
+    """``child.inc`` minus its per-call checks: the inc of the child's value itself.
+
+    Counter.inc re-checks on every call what is settled here once (a labelled child, a
+    non-negative amount, no exemplar); the value's inc is what it ends in, in-process or
+    memory-mapped alike. Falls back to the public method if the client's layout differs.
+    """
+    inc = getattr(getattr(child, "_value", None), "inc", None)
+    return inc if callable(inc) else child.inc
+
+
+def _observer(child: Any) -> Adder:
+    """``child.observe`` of a histogram child, the bucket found by bisection."""
+    total = getattr(child, "_sum", None)
+    buckets = getattr(child, "_buckets", None)
+    bounds = getattr(child, "_upper_bounds", None)
+    if total is None or not buckets or not bounds or len(buckets) != len(bounds):
+        return child.observe
+    add_total = total.inc
+    # The last bound is +Inf, so bisect_left always lands on a bucket: the first bound
+    # >= amount, as Histogram.observe's own scan finds it.
+    bucket_incs = tuple(bucket.inc for bucket in buckets)
+    upper = tuple(bounds)
+
+    def observe(amount: float) -> None:
+        add_total(amount)
+        bucket_incs[bisect_left(upper, amount)](1)
+
+    return observe
+
+
+def _children(verb: str, cluster: str) -> tuple[Adder, Adder, Adder, Adder]:
     key = (verb, cluster)
     children = _call_children.get(key)
     if children is None:
         children = (
-            REQUESTS.labels(verb, cluster, "200"),
-            DURATION.labels(verb, cluster),
-            NODES_IN.labels(verb, cluster),
-            NODES_OUT.labels(verb, cluster),
+            _adder(REQUESTS.labels(verb, cluster, "200")),
+            _observer(DURATION.labels(verb, cluster)),
+            _adder(NODES_IN.labels(verb, cluster)),
+            _adder(NODES_OUT.labels(verb, cluster)),
         )
         _call_children[key] = children
     return children
 
 
-_rule_children: dict[tuple[bool, str, str, str], Any] = {}
+# dry run -> cluster -> (policy, rule) -> inc of that rejection counter's child
+_rule_children: dict[bool, dict[str, dict[tuple[str, str], Adder]]] = {False: {}, True: {}}
 
 
-def _rule_child(dry_run: bool, cluster: str, policy: str, rule: str) -> Any:
-    key = (dry_run, cluster, policy, rule)
-    child = _rule_children.get(key)
-    if child is None:
-        counter = DRY_RUN_REJECTIONS if dry_run else REJECTIONS
-        child = _rule_children[key] = counter.labels(cluster, policy, rule)
-    return child
+def _rule_adders(dry_run: bool, cluster: str) -> dict[tuple[str, str], Adder]:
+    adders = _rule_children[dry_run].get(cluster)
+    if adders is None:
+        adders = _rule_children[dry_run][cluster] = {}
+    return adders
+
+
+def _count_rejections(dry_run: bool, cluster: str, counts: dict[tuple[str, str], int]) -> None:
+    adders = _rule_adders(dry_run, cluster)
+    for key, count in counts.items():
+        add = adders.get(key)
+        if add is None:
+            counter = DRY_RUN_REJECTIONS if dry_run else REJECTIONS
+            add = adders[key] = _adder(counter.labels(cluster, *key))
+        add(count)
 
 
 def observe_call(call: CallRecord) -> None:
     """Count one successful extender call."""
     requests, duration, nodes_in, nodes_out = _children(call.verb, call.cluster)
-    requests.inc()
-    duration.observe(call.duration_seconds)
+    requests(1)
+    duration(call.duration_seconds)
+    if call.nodes_in < 0 or call.nodes_out < 0:  # as Counter.inc would refuse them
+        raise ValueError("Counters can only be incremented by non-negative amounts.")
     if call.nodes_in:
-        nodes_in.inc(call.nodes_in)
+        nodes_in(call.nodes_in)
     if call.nodes_out:
-        nodes_out.inc(call.nodes_out)
-    for (policy, rule), count in call.rejections_by_rule.items():
-        _rule_child(False, call.cluster, policy, rule).inc(count)
-    for (policy, rule), count in call.dry_run_rejections_by_rule.items():
-        _rule_child(True, call.cluster, policy, rule).inc(count)
+        nodes_out(call.nodes_out)
+    if call.rejections_by_rule:
+        _count_rejections(False, call.cluster, call.rejections_by_rule)
+    if call.dry_run_rejections_by_rule:
+        _count_rejections(True, call.cluster, call.dry_run_rejections_by_rule)
 
 
 def observe_error(verb: str, cluster: str, kind: str, known_clusters: Iterable[str]) -> None:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice, repeat
+from typing import Any
 
 import orjson
 from msgspec import Raw
@@ -151,6 +152,21 @@ def encode_priorities(
     return b"[" + body[:-1] + b"]"
 
 
+def _dense_priorities(names: Sequence[str], encoded: dict[str, bytes]) -> bytes | None:
+    """The HostPriorityList from entries encoded once per set of policies (the usual case);
+    None when a name has no entry."""
+    # One join makes the body: "[" first, the last entry without its comma, "]" last. A name
+    # without an entry leaves a None, which makes the join (or the slice) raise.
+    parts: list[Any] = [b"["]  # bytes, or None for a name without an entry
+    parts += map(encoded.get, names)
+    try:
+        parts[-1] = parts[-1][:-1]
+        parts.append(b"]")
+        return b"".join(parts)
+    except TypeError:
+        return None
+
+
 # --- names mode -----------------------------------------------------------------------------
 
 
@@ -279,11 +295,8 @@ def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> 
         mode = "full"
     scores, dense = table.scores.scores_from_table(names)
     body = None
-    if dense and mode == "names":
-        # The usual case: every entry was encoded once for this set of policies.
-        parts = list(map(table.scores.encoded(cluster.host_prefixes).get, names, repeat(_MISSING)))
-        if _MISSING not in parts:
-            body = b"[" + b"".join(parts)[:-1] + b"]" if parts else b"[]"
+    if dense and mode == "names" and names:
+        body = _dense_priorities(names, table.scores.encoded(cluster.host_prefixes))
     if body is None:
         body = encode_priorities(names, scores, cluster.host_prefixes if mode == "names" else {})
     record = _record("prioritize", cluster, snapshot, mode, pod, len(names), len(names), table)

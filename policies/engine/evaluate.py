@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import is_not
+from itertools import compress
 
 from policies.engine.facts import NodeFacts, NodeTable
 from policies.engine.pods import PodFacts
@@ -253,35 +252,26 @@ class FilterOutcome:
     dry_run_rejected: dict[str, str] = field(default_factory=dict)
 
 
-# Flips the 0/1 flags ``filter_names`` packs into bytes: the complement costs one C call.
-_INVERT = bytes.maketrans(b"\x00\x01", b"\x01\x00")
-
-
 def filter_names(
     table: PolicySetTable, names: Sequence[str], *, unknown_node_action: str, cluster: str
 ) -> FilterOutcome:
     """Filter the request's node names; unknown names follow ``unknown_node_action``."""
-    # This runs for every pod the scheduler places: one set lookup per node, done in C and
-    # packed into 0/1 bytes, from which both the passing names and the others (rejected,
-    # unknown, or of interest to a dry-run policy) are picked without looking anything up again.
-    # Only the others are looked up a second time, for their reasons.
-    clean = table.clean
-    flags = bytes(map(clean.__contains__, names))
-    if 0 not in flags:
-        return FilterOutcome(list(names), {}, {})
-    others = list(compress(names, flags.translate(_INVERT)))
-    reasons = list(map(table.reject.get, others, repeat(UNKNOWN)))
-    dry_passing = table.dry_passing
-    if not dry_passing or dry_passing.isdisjoint(others):
-        # Every other node is rejected or unknown: the clean ones are exactly those passing.
-        passed = list(compress(names, flags))
-        rejected = dict(zip(others, reasons, strict=True))
-    else:
-        passed = list(filter(table.passing.__contains__, names))
-        rejected = dict(
-            compress(zip(others, reasons, strict=True), map(is_not, reasons, repeat(None)))
-        )
-    if UNKNOWN in reasons:
+    # This runs for every pod the scheduler places. One lookup per name in the reject map says
+    # everything (None: passes; a reason: rejected; UNKNOWN: not in the inventory), so a plain
+    # loop beats several C-level passes (set filters, compress, zips) over the same names: the
+    # request's names are fresh strings and each pass that hashes or compares them costs more
+    # than the loop's bytecode.
+    reject = table.reject.get
+    passed: list[str] = []
+    keep = passed.append
+    rejected: dict[str, str] = {}
+    for name in names:
+        reason = reject(name, UNKNOWN)
+        if reason is None:
+            keep(name)
+        else:
+            rejected[name] = reason
+    if rejected and UNKNOWN in rejected.values():
         if unknown_node_action == ALLOW:
             passing = table.passing.__contains__
             known = table.reject.__contains__
@@ -293,8 +283,13 @@ def filter_names(
                     rejected[name] = unknown_node_reason(name, cluster)
     dry_run_rejected: dict[str, str] = {}
     if table.dry_reject:
-        dry = list(map(table.dry_reject.get, others))
-        dry_run_rejected = dict(compress(zip(others, dry, strict=True), dry))
+        # Dry-run rejections usually fall on rejected nodes; only when some fall on passing
+        # ones are all the names looked at. Either way in the order of the request.
+        dry = table.dry_reject.get
+        for name in names if table.dry_passing else rejected:
+            reason = dry(name)
+            if reason:
+                dry_run_rejected[name] = reason
     return FilterOutcome(passed, rejected, dry_run_rejected)
 
 

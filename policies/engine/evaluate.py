@@ -282,11 +282,17 @@ def filter_names(
                 if reason is UNKNOWN:
                     rejected[name] = unknown_node_reason(name, cluster)
     dry_run_rejected: dict[str, str] = {}
-    if table.dry_reject:
-        # Dry-run rejections usually fall on rejected nodes; only when some fall on passing
-        # ones are all the names looked at. Either way in the order of the request.
-        dry = table.dry_reject.get
-        for name in names if table.dry_passing else rejected:
+    dry_reject = table.dry_reject
+    if dry_reject:
+        # Dry-run rejections usually fall on a few rejected nodes: the intersection of the two
+        # key views walks the smaller one, and only the rejected nodes it found are looked up,
+        # in the order of the request. When some fall on passing nodes, every name is looked at.
+        candidates: Iterable[str] = names
+        if not table.dry_passing:
+            hits = rejected.keys() & dry_reject.keys()
+            candidates = filter(hits.__contains__, rejected) if hits else ()
+        dry = dry_reject.get
+        for name in candidates:
             reason = dry(name)
             if reason:
                 dry_run_rejected[name] = reason

@@ -89,23 +89,14 @@ def nodes_import(
         sync_finished_at=now,
         last_success_at=now,
         sync_error="",
-        nodes_seen=result.seen,
-        nodes_added=result.added,
-        nodes_changed=result.changed,
-        nodes_removed=result.removed,
+        **result.status_fields(),
     )
     audit_record(
         actor=actor,
         action=AuditAction.IMPORT,
         object_type="cluster",
         object_name=cluster.name,
-        after={
-            "seen": result.seen,
-            "added": result.added,
-            "changed": result.changed,
-            "removed": result.removed,
-            "merge": merge,
-        },
+        after={**result.counts(), "merge": merge},
         note="; ".join(result.skipped[:10]),
     )
     return result

@@ -176,6 +176,19 @@ class ApplyResult:
     def wrote(self) -> bool:
         return bool(self.added or self.changed or self.removed)
 
+    def counts(self) -> dict[str, int]:
+        """seen/added/changed/removed, as audit entries record them."""
+        return {
+            "seen": self.seen,
+            "added": self.added,
+            "changed": self.changed,
+            "removed": self.removed,
+        }
+
+    def status_fields(self) -> dict[str, int]:
+        """The Cluster sync-status columns these counts fill."""
+        return {f"nodes_{key}": value for key, value in self.counts().items()}
+
 
 def _strip_heartbeats(fields: dict) -> dict:
     # lastHeartbeatTime moves on every kubelet status report; storing it would rewrite every

@@ -162,10 +162,7 @@ def sync_cluster(
                 sync_finished_at=finished,
                 last_success_at=finished,
                 sync_error="",
-                nodes_seen=applied.seen,
-                nodes_added=applied.added,
-                nodes_changed=applied.changed,
-                nodes_removed=applied.removed,
+                **applied.status_fields(),
             )
             if applied.wrote:
                 audit_record(
@@ -173,13 +170,7 @@ def sync_cluster(
                     action=AuditAction.SYNC,
                     object_type="cluster",
                     object_name=cluster.name,
-                    after={
-                        "seen": applied.seen,
-                        "added": applied.added,
-                        "changed": applied.changed,
-                        "removed": applied.removed,
-                        "resource_version": resource_version,
-                    },
+                    after={**applied.counts(), "resource_version": resource_version},
                     note="; ".join(applied.skipped[:10]),
                 )
     except Exception as exc:

@@ -17,7 +17,7 @@ from typing import Any
 from policies.engine.errors import EngineValidationError, join_path
 from policies.engine.globs import glob_errors, globs_regex
 from policies.engine.labels import label_map_errors
-from policies.engine.selectors import NODE_OPERATORS, Requirement, requirement_from_dict
+from policies.engine.selectors import NODE_OPERATORS, Requirement, requirements_from_list
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,22 +85,9 @@ def node_selector_from_dict(d: Any, *, path: str = "") -> NodeSelector:
         errors.extend((join_path(names_path, f"[{i}]"), msg) for msg in glob_errors(pattern))
 
     expressions_path = join_path(path, "match_expressions")
-    raw_expressions = d.get("match_expressions")
-    if raw_expressions is None:
-        raw_expressions = []
-    expressions: list[Requirement] = []
-    if isinstance(raw_expressions, str) or not isinstance(raw_expressions, list | tuple):
-        errors.append((expressions_path, "must be a list of requirements"))
-    else:
-        for i, item in enumerate(raw_expressions):
-            try:
-                expressions.append(
-                    requirement_from_dict(
-                        item, operators=NODE_OPERATORS, path=join_path(expressions_path, f"[{i}]")
-                    )
-                )
-            except EngineValidationError as exc:
-                errors.extend(exc.errors)
+    expressions = requirements_from_list(
+        d.get("match_expressions"), operators=NODE_OPERATORS, path=expressions_path, errors=errors
+    )
 
     if errors:
         raise EngineValidationError(errors)

@@ -272,6 +272,26 @@ _SELECTOR_SPELLINGS = {
 }
 
 
+def requirements_from_list(
+    raw: Any, *, operators: tuple[str, ...], path: str, errors: list[tuple[str, str]]
+) -> list[Requirement]:
+    """Parse a ``match_expressions`` list; problems are appended to ``errors`` with paths."""
+    if raw is None:
+        return []
+    if isinstance(raw, str) or not isinstance(raw, list | tuple):
+        errors.append((path, "must be a list of requirements"))
+        return []
+    requirements: list[Requirement] = []
+    for i, item in enumerate(raw):
+        try:
+            requirements.append(
+                requirement_from_dict(item, operators=operators, path=join_path(path, f"[{i}]"))
+            )
+        except EngineValidationError as exc:
+            errors.extend(exc.errors)
+    return requirements
+
+
 def label_selector_from_dict(d: Any, *, path: str = "") -> LabelSelector:
     """Validate a pod label selector and build it; None means the empty selector.
 
@@ -321,19 +341,9 @@ def label_selector_from_dict(d: Any, *, path: str = "") -> LabelSelector:
         raw_expressions = d[name]
         if raw_expressions is None:
             raw_expressions = []
-        where = join_path(path, name)
-        if isinstance(raw_expressions, str) or not isinstance(raw_expressions, list | tuple):
-            errors.append((where, "must be a list of requirements"))
-        else:
-            for i, item in enumerate(raw_expressions):
-                try:
-                    expressions.append(
-                        requirement_from_dict(
-                            item, operators=POD_OPERATORS, path=join_path(where, f"[{i}]")
-                        )
-                    )
-                except EngineValidationError as exc:
-                    errors.extend(exc.errors)
+        expressions = requirements_from_list(
+            raw_expressions, operators=POD_OPERATORS, path=join_path(path, name), errors=errors
+        )
 
     if errors:
         raise EngineValidationError(errors)

@@ -1,6 +1,6 @@
 """KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for a cluster's extender.
 
-Keys are exactly those of the upstream ``Extender`` type (PROTOCOL.md §3); kube-scheduler
+Keys are exactly those of the upstream ``Extender`` type (docs/wire.md, "Keys"); kube-scheduler
 decodes its configuration strictly, so nothing else may appear. The second-scheduler bundle
 is the path for managed clusters whose default scheduler cannot be reconfigured: a separate
 kube-scheduler Deployment with its own name and leader-election lease, which pods opt into

@@ -1,4 +1,4 @@
-"""kube-scheduler's extender wire format (PROTOCOL.md §1): decoding requests, encoding replies.
+"""kube-scheduler's extender wire format (docs/wire.md): decoding requests, encoding replies.
 
 The extender structs (ExtenderArgs, ExtenderPreemptionArgs, victims, ExtenderBindingArgs) have no
 JSON tags in Go, so their keys are matched case-insensitively, as Go does; keys that differ only

@@ -1,4 +1,4 @@
-"""Evaluation of one pod against a cluster's nodes (DESIGN.md §3, "Evaluation for one pod").
+"""Evaluation of one pod against a cluster's nodes (docs/semantics.md).
 
 The extender, the simulate API and the UI all go through the same pieces, so they cannot
 disagree:

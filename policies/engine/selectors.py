@@ -194,7 +194,7 @@ class Requirement:
         return (Requirement, (self.key, self.operator, self.values))
 
     def matches(self, labels: Labels) -> bool:
-        """True when ``labels`` satisfy this requirement (PROTOCOL.md §4)."""
+        """True when ``labels`` satisfy this requirement (docs/semantics.md, "Selectors")."""
         return self._match(labels)
 
     def describe(self) -> str:

@@ -1,4 +1,4 @@
-"""The API root: ``/api/v1/`` collects every app's routes (DESIGN.md §5)."""
+"""The API root: ``/api/v1/`` collects every app's routes (README.md, "API")."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from tests.factories import make_cluster
 
 pytestmark = pytest.mark.django_db
 
-# kubescheduler.config.k8s.io/v1 Extender fields (PROTOCOL.md §3).
+# kubescheduler.config.k8s.io/v1 Extender fields (docs/wire.md, "Keys").
 EXTENDER_KEYS = {
     "urlPrefix",
     "filterVerb",

@@ -1,4 +1,4 @@
-"""The engine's evaluation for one pod, without Django (DESIGN.md §3)."""
+"""The engine's evaluation for one pod, without Django (docs/semantics.md)."""
 
 from __future__ import annotations
 

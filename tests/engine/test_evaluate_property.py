@@ -1,4 +1,4 @@
-"""The precomputed evaluation agrees with a direct reading of DESIGN.md §3 on random input.
+"""The precomputed evaluation agrees with a direct reading of docs/semantics.md on random input.
 
 The extender answers from tables built once per snapshot and per set of policies, with shortcuts
 for requests that span the cluster's whole range; this compares every answer with a naive

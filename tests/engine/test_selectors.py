@@ -1,4 +1,4 @@
-"""Requirements and label selectors: apimachinery labels.Requirement semantics (PROTOCOL.md §4)."""
+"""Requirements and label selectors: apimachinery labels.Requirement semantics (docs/semantics.md, "Selectors")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Golden wire tests built from kube-scheduler's own request and reply shapes (PROTOCOL.md §1).
+"""Golden wire tests built from kube-scheduler's own request and reply shapes (docs/wire.md).
 
 The request bodies in ``golden/`` are the protocol examples; the expected replies are either the
 examples themselves (full-mode filter, preempt, bind) or this portal's reply for the fixture

@@ -1,5 +1,5 @@
 """Rule semantics through the HTTP endpoint: every rule kind and operator, combinations,
-dry-run, pod selection, unknown nodes and label assignments (DESIGN.md §3)."""
+dry-run, pod selection, unknown nodes and label assignments (docs/semantics.md)."""
 
 from __future__ import annotations
 

@@ -34,6 +34,7 @@ from policies.engine.evaluate import (
     FilterOutcome,
     PolicySetTable,
     RuleKey,
+    detailed,
     filter_names,
 )
 from policies.engine.facts import NodeFacts, node_facts
@@ -99,7 +100,10 @@ def _count_rules(
 def _note_filter(record: CallRecord, outcome: FilterOutcome, table: PolicySetTable) -> None:
     rejected = outcome.rejected
     if rejected:
-        record.rejected = list(islice(rejected.items(), MAX_RECORDED_NODES))
+        # The decision log keeps the whole story, not the short reason kube-scheduler gets.
+        record.rejected = list(
+            detailed(table, islice(rejected.items(), MAX_RECORDED_NODES)).items()
+        )
         record.rejections_by_rule = _count_rules(rejected, table.reject_rule_ids, table)
     dry = outcome.dry_run_rejected
     if dry:

@@ -166,6 +166,8 @@ def simulate(*, cluster: Any, pod: Any, nodes: Any = None) -> dict:
                 "name": name,
                 "known": known,
                 "passed": ok,
+                # What kube-scheduler is told; ``reasons`` has every failing rule.
+                "scheduler_reason": result.rejected.get(name),
                 "reasons": reasons,
                 "contributions": _contributions(evaluator, table.enforce, name, result.passed)
                 if ok

@@ -1,4 +1,4 @@
-"""Policies and label assignments as the API shows and accepts them (fields as docs/semantics.md, "Objects").
+"""Policies and label assignments as the API shows and accepts them (docs/semantics.md, "Objects").
 
 Writes are judged by ``policies.validation`` through :class:`ContentSerializer`; the field
 declarations below document the content for the OpenAPI schema and render it.

@@ -15,6 +15,7 @@ disagree:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -40,9 +41,21 @@ RuleKey = tuple[str, str]  # (policy name, rule label)
 UNKNOWN = "\x00unknown node\x00"
 
 
-def unknown_node_reason(name: str, cluster: str) -> str:
-    """Why a node name the inventory does not hold is rejected (``unknown_node_action: deny``)."""
-    return f'node "{name}" is not in the portal\'s inventory of cluster "{cluster}"'
+def unknown_node_reason(cluster: str) -> str:
+    """Why a node name the inventory does not hold is rejected (``unknown_node_action: deny``).
+
+    The same string for every such node, so kube-scheduler's summary of the reply stays short.
+    """
+    return sys.intern(f'node is not in the portal\'s inventory of cluster "{cluster}"')
+
+
+def wire_reason(check: FilterCheck) -> str:
+    """What kube-scheduler gets for a node ``check`` rejects: ``<policy>/<description>``.
+
+    No node-specific value, so identical rejections aggregate (docs/semantics.md, "Which reason
+    goes on the wire").
+    """
+    return sys.intern(f"{check.policy}/{check.label}")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -50,12 +63,16 @@ class PolicySetTable:
     """The combined verdicts of one set of active policies over an evaluator's nodes.
 
     ``reject`` holds every known node: None when it passes every enforce filter rule, else the
-    reasons (``"; "``-joined). The other maps are sparse: absent means nothing to say.
+    reason kube-scheduler gets (the first failing rule, see ``wire_reason``). ``reject_detail``
+    has the whole story for the same nodes: every failing rule with what the node has
+    (``"; "``-joined), for the decision log and simulate. The other maps are sparse: absent
+    means nothing to say.
     """
 
     enforce: tuple[CompiledPolicy, ...]
     dry_run: tuple[CompiledPolicy, ...]
     reject: dict[str, str | None]
+    reject_detail: dict[str, str]
     # The known nodes that pass every enforce filter rule; ``clean`` those of them that no
     # dry-run rule would reject either (the same set when no dry-run policy applies).
     passing: frozenset[str]
@@ -201,7 +218,14 @@ class ClusterEvaluator:
         return allocatable
 
     def _build_table(self, positions: tuple[int, ...]) -> PolicySetTable:
-        enforce = tuple(p for p in positions if self.policies[p].enforce)
+        # Enforce policies by name (Python string order, whatever the database's collation): the
+        # first failing rule in this order is the one kube-scheduler is told about.
+        enforce = tuple(
+            sorted(
+                (p for p in positions if self.policies[p].enforce),
+                key=lambda p: self.policies[p].name,
+            )
+        )
         dry_run = tuple(p for p in positions if not self.policies[p].enforce)
         names = self.nodes.names
         rule_sets: dict[tuple[RuleKey, ...], int] = {}
@@ -211,9 +235,11 @@ class ClusterEvaluator:
             return rule_sets.setdefault(keys, len(rule_sets))
 
         reject: dict[str, str | None] = dict.fromkeys(names)
+        reject_detail: dict[str, str] = {}
         reject_rule_ids: dict[str, int] = {}
         for i, fails in self._nodes_failing(enforce).items():
-            reject[names[i]] = "; ".join(reason for _, reason in fails)
+            reject[names[i]] = wire_reason(fails[0][0])
+            reject_detail[names[i]] = "; ".join(reason for _, reason in fails)
             reject_rule_ids[names[i]] = rules_of(fails)
         dry_reject: dict[str, str] = {}
         dry_reject_rule_ids: dict[str, int] = {}
@@ -227,6 +253,7 @@ class ClusterEvaluator:
             enforce=tuple(self.policies[p] for p in enforce),
             dry_run=tuple(self.policies[p] for p in dry_run),
             reject=reject,
+            reject_detail=reject_detail,
             passing=passing,
             clean=clean,
             dry_passing=passing - clean,
@@ -244,7 +271,11 @@ class ClusterEvaluator:
 
 @dataclass(slots=True)
 class FilterOutcome:
-    """Which of the request's nodes pass, and why the others do not."""
+    """Which of the request's nodes pass, and why the others do not.
+
+    ``rejected`` holds the reasons kube-scheduler gets; ``PolicySetTable.reject_detail`` the
+    full story for the same known nodes.
+    """
 
     passed: list[str]
     rejected: dict[str, str]
@@ -278,9 +309,10 @@ def filter_names(
             passed = [name for name in names if passing(name) or not known(name)]
             rejected = {name: r for name, r in rejected.items() if r is not UNKNOWN}
         else:
+            unknown = unknown_node_reason(cluster)
             for name, reason in rejected.items():
                 if reason is UNKNOWN:
-                    rejected[name] = unknown_node_reason(name, cluster)
+                    rejected[name] = unknown
     dry_run_rejected: dict[str, str] = {}
     dry_reject = table.dry_reject
     if dry_reject:
@@ -299,6 +331,15 @@ def filter_names(
     return FilterOutcome(passed, rejected, dry_run_rejected)
 
 
+def detailed(
+    table: PolicySetTable, rejected: Iterable[tuple[str, str]] | dict[str, str]
+) -> dict[str, str]:
+    """The full reasons for rejected nodes (the wire reason for names the table has no node for)."""
+    items = rejected.items() if isinstance(rejected, dict) else rejected
+    detail = table.reject_detail.get
+    return {name: detail(name, reason) for name, reason in items}
+
+
 def score_names(table: PolicySetTable, names: Sequence[str]) -> list[int]:
     """Scores 0..10 for the request's nodes, one per name in order (duplicates included)."""
     return table.scores.scores(names)
@@ -311,7 +352,10 @@ class PodEvaluation:
     policies: list[str]
     dry_run_policies: list[str]
     passed: list[str]
+    # What kube-scheduler is told per rejected node, and the whole story (every failing rule
+    # with what the node has).
     rejected: dict[str, str]
+    rejected_detail: dict[str, str]
     rejected_rules: dict[str, tuple[RuleKey, ...]]
     dry_run_rejected: dict[str, str]
     raw_scores: dict[str, float]
@@ -343,6 +387,7 @@ def evaluate_names(
         dry_run_policies=[p.name for p in table.dry_run],
         passed=passed,
         rejected=outcome.rejected,
+        rejected_detail=detailed(table, outcome.rejected),
         rejected_rules={
             n: table.reject_rules[n] for n in outcome.rejected if n in table.reject_rules
         },

@@ -1,4 +1,4 @@
-"""Quantities exactly as Go's resource.ParseQuantity, MilliValue and Value (docs/semantics.md, "Quantities").
+"""Quantities exactly as Go's resource.ParseQuantity, MilliValue and Value (docs/semantics.md).
 
 Expected values marked "upstream" come from apimachinery's pkg/api/resource/quantity_test.go.
 """

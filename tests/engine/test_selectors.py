@@ -1,4 +1,6 @@
-"""Requirements and label selectors: apimachinery labels.Requirement semantics (docs/semantics.md, "Selectors")."""
+"""Requirements and label selectors: apimachinery labels.Requirement semantics.
+
+The contract is docs/semantics.md, "Selectors"."""
 
 from __future__ import annotations
 

@@ -148,12 +148,29 @@ REASON_CASES = [
 
 
 @pytest.mark.parametrize(("rule", "node", "reason"), REASON_CASES)
-def test_rejection_reason_names_policy_rule_and_observed_value(
-    cluster: Cluster, rule: dict, node: str, reason: str
+def test_wire_reason_names_policy_and_rule_and_the_log_adds_the_observed_value(
+    cluster: Cluster, rule: dict, node: str, reason: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     policy("p", filters=[rule])
     reload()
-    assert run_filter()["FailedAndUnresolvableNodes"][node] == reason
+    records: list[CallRecord] = []
+    monkeypatch.setattr(observe, "record_call", records.append)
+    wire_reason = reason.rsplit(" (", 1)[0]
+    assert run_filter()["FailedAndUnresolvableNodes"][node] == wire_reason
+    assert dict(records[0].rejected)[node] == reason
+
+
+def test_wire_reason_is_the_first_failing_rule_by_policy_name_then_rule_order(
+    cluster: Cluster,
+) -> None:
+    # n3 fails both policies (both rules of "b"); "a" sorts first whatever the creation order.
+    policy("b", filters=[label("gpu", "In", "A100"), condition("Ready", "True")])
+    policy("a", filters=[condition("Ready", "True")])
+    reload()
+    failed = run_filter()["FailedAndUnresolvableNodes"]
+    assert failed["n3"] == "a/condition: Ready=True"
+    # spot-n4 is Ready: "a" passes it, and "b"'s first rule is the one it fails.
+    assert failed["spot-n4"] == "b/label: gpu In [A100]"
 
 
 WEIGHT_CASES = [
@@ -185,11 +202,8 @@ def test_policies_combine_filters_and_sum_weights(cluster: Cluster) -> None:
     reply = run_filter()
     assert reply["NodeNames"] == ["n1"]
     failed = reply["FailedAndUnresolvableNodes"]
-    assert failed["n2"] == "b/condition: Ready=True (node has Ready=False)"
-    assert failed["n3"] == (
-        "a/label: gpu Exists (node has no label gpu); "
-        "b/condition: Ready=True (node has Ready=Unknown)"
-    )
+    assert failed["n2"] == "b/condition: Ready=True"
+    assert failed["n3"] == "a/label: gpu Exists"
     # raw: n1 1, n2 3 + 1 = 4, n3 1, n4 0 -> (raw - 0) / 4 x 10
     assert run_prioritize() == [3, 10, 3, 0]
 
@@ -284,7 +298,7 @@ def test_unknown_nodes(db: Any, extender: None, action: str, passes: bool) -> No
     else:
         assert reply["NodeNames"] == ["n1"]
         assert reply["FailedAndUnresolvableNodes"] == {
-            "ghost": 'node "ghost" is not in the portal\'s inventory of cluster "u"'
+            "ghost": 'node is not in the portal\'s inventory of cluster "u"'
         }
     scores = call("/extender/u/prioritize", {"Pod": POD, "NodeNames": ["ghost", "n2", "n1"]})
     assert scores.json() == [

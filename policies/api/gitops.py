@@ -23,6 +23,7 @@ from portal.api.formats import (
     TextYAMLParser,
     XYAMLParser,
     YAMLParser,
+    negotiated_format,
     yaml_dump,
 )
 from portal.api.permissions import ActionPermissions
@@ -246,9 +247,7 @@ class ExportView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
         },
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
-        fmt = request.query_params.get("format") or "yaml"
-        if fmt not in ("yaml", "json"):
-            raise ContentError({"format": ["Must be yaml or json."]})
+        fmt = negotiated_format(request)
         document = export_document()
         if fmt == "json":
             return Response(document)

@@ -7,139 +7,408 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('inventory', '0001_initial'),
+        ("inventory", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Policy',
+            name="Policy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.SlugField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('enabled', models.BooleanField(default=True)),
-                ('mode', models.CharField(choices=[('enforce', 'enforce'), ('dry-run', 'dry-run')], default='enforce', max_length=10)),
-                ('pod_selector', models.JSONField(blank=True, default=dict, help_text='{"namespaces": [...], "match_labels": {...}, "match_expressions": [...]}; empty selects every pod.')),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('cluster', models.ForeignKey(blank=True, help_text='Empty: every cluster.', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='policies', to='inventory.cluster')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("name", models.SlugField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True)),
+                ("enabled", models.BooleanField(default=True)),
+                (
+                    "mode",
+                    models.CharField(
+                        choices=[("enforce", "enforce"), ("dry-run", "dry-run")],
+                        default="enforce",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "pod_selector",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text='{"namespaces": [...], "match_labels": {...}, "match_expressions": [...]}; empty selects every pod.',
+                    ),
+                ),
+                ("version", models.PositiveIntegerField(default=1)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Empty: every cluster.",
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="policies",
+                        to="inventory.cluster",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'policies',
-                'ordering': ['name'],
+                "verbose_name_plural": "policies",
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='FilterRule',
+            name="FilterRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveIntegerField(default=0)),
-                ('enabled', models.BooleanField(default=True)),
-                ('message', models.CharField(blank=True, max_length=500)),
-                ('key', models.CharField(blank=True, help_text='Label key (label rules).', max_length=317)),
-                ('operator', models.CharField(blank=True, choices=[('In', 'In'), ('NotIn', 'NotIn'), ('Exists', 'Exists'), ('DoesNotExist', 'DoesNotExist'), ('Gt', 'Gt'), ('Lt', 'Lt'), ('Gte', 'Gte'), ('Lte', 'Lte'), ('Matches', 'Matches'), ('NotMatches', 'NotMatches')], max_length=16)),
-                ('values', models.JSONField(blank=True, default=list)),
-                ('resource', models.CharField(blank=True, max_length=317)),
-                ('kind', models.CharField(choices=[('label', 'label'), ('resource', 'resource'), ('condition', 'condition'), ('name', 'name')], max_length=16)),
-                ('quantity', models.CharField(blank=True, max_length=64)),
-                ('condition', models.CharField(blank=True, max_length=253)),
-                ('status', models.CharField(blank=True, choices=[('True', 'True'), ('False', 'False'), ('Unknown', 'Unknown')], max_length=8)),
-                ('pattern', models.CharField(blank=True, max_length=253)),
-                ('policy', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='filter_rules', to='policies.policy')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("position", models.PositiveIntegerField(default=0)),
+                ("enabled", models.BooleanField(default=True)),
+                ("message", models.CharField(blank=True, max_length=500)),
+                (
+                    "key",
+                    models.CharField(
+                        blank=True, help_text="Label key (label rules).", max_length=317
+                    ),
+                ),
+                (
+                    "operator",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("In", "In"),
+                            ("NotIn", "NotIn"),
+                            ("Exists", "Exists"),
+                            ("DoesNotExist", "DoesNotExist"),
+                            ("Gt", "Gt"),
+                            ("Lt", "Lt"),
+                            ("Gte", "Gte"),
+                            ("Lte", "Lte"),
+                            ("Matches", "Matches"),
+                            ("NotMatches", "NotMatches"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("values", models.JSONField(blank=True, default=list)),
+                ("resource", models.CharField(blank=True, max_length=317)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("label", "label"),
+                            ("resource", "resource"),
+                            ("condition", "condition"),
+                            ("name", "name"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("quantity", models.CharField(blank=True, max_length=64)),
+                ("condition", models.CharField(blank=True, max_length=253)),
+                (
+                    "status",
+                    models.CharField(
+                        blank=True,
+                        choices=[("True", "True"), ("False", "False"), ("Unknown", "Unknown")],
+                        max_length=8,
+                    ),
+                ),
+                ("pattern", models.CharField(blank=True, max_length=253)),
+                (
+                    "policy",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="filter_rules",
+                        to="policies.policy",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['position', 'id'],
-                'abstract': False,
+                "ordering": ["position", "id"],
+                "abstract": False,
             },
         ),
         migrations.CreateModel(
-            name='PolicyVersion',
+            name="PolicyVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('version', models.PositiveIntegerField()),
-                ('content', models.JSONField()),
-                ('author_name', models.CharField(blank=True, max_length=150)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('note', models.CharField(blank=True, max_length=500)),
-                ('author', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('policy', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='versions', to='policies.policy')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("version", models.PositiveIntegerField()),
+                ("content", models.JSONField()),
+                ("author_name", models.CharField(blank=True, max_length=150)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("note", models.CharField(blank=True, max_length=500)),
+                (
+                    "author",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "policy",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="versions",
+                        to="policies.policy",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['policy', '-version'],
+                "ordering": ["policy", "-version"],
             },
         ),
         migrations.CreateModel(
-            name='WeightRule',
+            name="WeightRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveIntegerField(default=0)),
-                ('enabled', models.BooleanField(default=True)),
-                ('message', models.CharField(blank=True, max_length=500)),
-                ('key', models.CharField(blank=True, help_text='Label key (label rules).', max_length=317)),
-                ('operator', models.CharField(blank=True, choices=[('In', 'In'), ('NotIn', 'NotIn'), ('Exists', 'Exists'), ('DoesNotExist', 'DoesNotExist'), ('Gt', 'Gt'), ('Lt', 'Lt'), ('Gte', 'Gte'), ('Lte', 'Lte'), ('Matches', 'Matches'), ('NotMatches', 'NotMatches')], max_length=16)),
-                ('values', models.JSONField(blank=True, default=list)),
-                ('resource', models.CharField(blank=True, max_length=317)),
-                ('kind', models.CharField(choices=[('label', 'label'), ('label_value', 'label value'), ('resource', 'resource')], max_length=16)),
-                ('weight', models.IntegerField(validators=[django.core.validators.MinValueValidator(-100), django.core.validators.MaxValueValidator(100)])),
-                ('policy', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='weight_rules', to='policies.policy')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("position", models.PositiveIntegerField(default=0)),
+                ("enabled", models.BooleanField(default=True)),
+                ("message", models.CharField(blank=True, max_length=500)),
+                (
+                    "key",
+                    models.CharField(
+                        blank=True, help_text="Label key (label rules).", max_length=317
+                    ),
+                ),
+                (
+                    "operator",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("In", "In"),
+                            ("NotIn", "NotIn"),
+                            ("Exists", "Exists"),
+                            ("DoesNotExist", "DoesNotExist"),
+                            ("Gt", "Gt"),
+                            ("Lt", "Lt"),
+                            ("Gte", "Gte"),
+                            ("Lte", "Lte"),
+                            ("Matches", "Matches"),
+                            ("NotMatches", "NotMatches"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("values", models.JSONField(blank=True, default=list)),
+                ("resource", models.CharField(blank=True, max_length=317)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("label", "label"),
+                            ("label_value", "label value"),
+                            ("resource", "resource"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "weight",
+                    models.IntegerField(
+                        validators=[
+                            django.core.validators.MinValueValidator(-100),
+                            django.core.validators.MaxValueValidator(100),
+                        ]
+                    ),
+                ),
+                (
+                    "policy",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="weight_rules",
+                        to="policies.policy",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['position', 'id'],
-                'abstract': False,
+                "ordering": ["position", "id"],
+                "abstract": False,
             },
         ),
         migrations.CreateModel(
-            name='LabelAssignment',
+            name="LabelAssignment",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('name', models.SlugField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('enabled', models.BooleanField(default=True)),
-                ('priority', models.IntegerField(default=0, help_text='Higher priority is applied last and wins.')),
-                ('node_selector', models.JSONField(blank=True, default=dict, help_text='{"node_names": [glob, ...], "match_expressions": [...]}')),
-                ('labels', models.JSONField(default=dict, help_text='{"key": "value", ...}')),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('cluster', models.ForeignKey(blank=True, help_text='Empty: every cluster.', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='label_assignments', to='inventory.cluster')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("name", models.SlugField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True)),
+                ("enabled", models.BooleanField(default=True)),
+                (
+                    "priority",
+                    models.IntegerField(
+                        default=0, help_text="Higher priority is applied last and wins."
+                    ),
+                ),
+                (
+                    "node_selector",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text='{"node_names": [glob, ...], "match_expressions": [...]}',
+                    ),
+                ),
+                ("labels", models.JSONField(default=dict, help_text='{"key": "value", ...}')),
+                ("version", models.PositiveIntegerField(default=1)),
+                (
+                    "cluster",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Empty: every cluster.",
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="label_assignments",
+                        to="inventory.cluster",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-priority', 'name'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('version__gte', 1)), name='assignment_version_gte_1')],
+                "ordering": ["-priority", "name"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("version__gte", 1)), name="assignment_version_gte_1"
+                    )
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='policy',
-            constraint=models.CheckConstraint(condition=models.Q(('version__gte', 1)), name='policy_version_gte_1'),
+            model_name="policy",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("version__gte", 1)), name="policy_version_gte_1"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policy',
-            constraint=models.CheckConstraint(condition=models.Q(('mode__in', ['enforce', 'dry-run'])), name='policy_mode_valid'),
+            model_name="policy",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("mode__in", ["enforce", "dry-run"])), name="policy_mode_valid"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='filterrule',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('kind', 'label'), ('operator__in', ['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt']), models.Q(('key', ''), _negated=True)), models.Q(('kind', 'resource'), ('operator__in', ['Gte', 'Lte']), models.Q(('resource', ''), _negated=True), models.Q(('quantity', ''), _negated=True)), models.Q(('kind', 'condition'), ('status__in', ['True', 'False', 'Unknown']), models.Q(('condition', ''), _negated=True)), models.Q(('kind', 'name'), ('operator__in', ['Matches', 'NotMatches']), models.Q(('pattern', ''), _negated=True)), _connector='OR'), name='filter_rule_kind_fields'),
+            model_name="filterrule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("kind", "label"),
+                        ("operator__in", ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
+                        models.Q(("key", ""), _negated=True),
+                    ),
+                    models.Q(
+                        ("kind", "resource"),
+                        ("operator__in", ["Gte", "Lte"]),
+                        models.Q(("resource", ""), _negated=True),
+                        models.Q(("quantity", ""), _negated=True),
+                    ),
+                    models.Q(
+                        ("kind", "condition"),
+                        ("status__in", ["True", "False", "Unknown"]),
+                        models.Q(("condition", ""), _negated=True),
+                    ),
+                    models.Q(
+                        ("kind", "name"),
+                        ("operator__in", ["Matches", "NotMatches"]),
+                        models.Q(("pattern", ""), _negated=True),
+                    ),
+                    _connector="OR",
+                ),
+                name="filter_rule_kind_fields",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyversion',
-            constraint=models.UniqueConstraint(fields=('policy', 'version'), name='policy_version_unique'),
+            model_name="policyversion",
+            constraint=models.UniqueConstraint(
+                fields=("policy", "version"), name="policy_version_unique"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='weightrule',
-            constraint=models.CheckConstraint(condition=models.Q(('weight__gte', -100), ('weight__lte', 100)), name='weight_rule_weight_range'),
+            model_name="weightrule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("weight__gte", -100), ("weight__lte", 100)),
+                name="weight_rule_weight_range",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='weightrule',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('kind', 'label'), ('operator__in', ['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt']), models.Q(('key', ''), _negated=True)), models.Q(('kind', 'label_value'), models.Q(('key', ''), _negated=True)), models.Q(('kind', 'resource'), models.Q(('resource', ''), _negated=True)), _connector='OR'), name='weight_rule_kind_fields'),
+            model_name="weightrule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(
+                        ("kind", "label"),
+                        ("operator__in", ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]),
+                        models.Q(("key", ""), _negated=True),
+                    ),
+                    models.Q(("kind", "label_value"), models.Q(("key", ""), _negated=True)),
+                    models.Q(("kind", "resource"), models.Q(("resource", ""), _negated=True)),
+                    _connector="OR",
+                ),
+                name="weight_rule_kind_fields",
+            ),
         ),
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import NotAcceptable, ParseError, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
@@ -49,7 +49,14 @@ class TextYAMLParser(YAMLParser):
 
 
 class _BlockDumper(yaml.SafeDumper):
-    """Multi-line strings (an embedded config file) as ``|`` blocks, the way people write them."""
+    """Multi-line strings (an embedded config file) as ``|`` blocks, the way people write them.
+
+    Never anchors and aliases (``&id001``/``*id001``) for objects that appear twice: every
+    consumer reads plain YAML, and some (kubectl's strict decoding, people) stumble on them.
+    """
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
@@ -90,6 +97,55 @@ class YAMLRenderer(BaseRenderer):
         if isinstance(data, str):
             return data.encode()
         return yaml_dump(data).encode()
+
+
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
+FORMATS = ("yaml", "json")
+
+
+def _accepted(header: str) -> list[tuple[float, int, str]]:
+    """``Accept`` as (quality, -position, media type), best first; malformed parts are skipped."""
+    ranges = []
+    for position, part in enumerate(header.split(",")):
+        media, *params = (piece.strip() for piece in part.split(";"))
+        if not media:
+            continue
+        quality = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 0.0
+        ranges.append((quality, -position, media.lower()))
+    return sorted(ranges, reverse=True)
+
+
+def negotiated_format(request: Any) -> str:
+    """``yaml`` or ``json`` for a document route: ``?format=`` wins, then ``Accept``, else YAML.
+
+    Raises 400 for an unknown ``format`` and 406 when ``Accept`` allows neither type.
+    """
+    fmt = request.query_params.get("format")
+    if fmt:
+        if fmt not in FORMATS:
+            raise ValidationError({"format": ["Must be yaml or json."]})
+        return fmt
+    header = request.META.get("HTTP_ACCEPT", "").strip()
+    if not header:
+        return "yaml"
+    for quality, _, media in _accepted(header):
+        if quality <= 0:
+            continue
+        if media in YAML_TYPES or media in ("*/*", "application/*", "text/*"):
+            return "yaml"
+        if media == "application/json":
+            return "json"
+    raise NotAcceptable(
+        f"Cannot produce {header!r}: this document is served as application/yaml (the default) "
+        "or application/json."
+    )
 
 
 class JSONUnlessYAMLMixin:

@@ -219,3 +219,48 @@ def test_go_durations(text, seconds):
 @pytest.mark.parametrize("text", ["", "2", "s", "2 s", "2x", "1e3s", "--1s"])
 def test_invalid_go_durations(text):
     assert go_duration_seconds(text) is None
+
+
+@pytest.mark.parametrize(
+    ("accept", "query", "expected"),
+    [
+        (None, "", "application/yaml"),
+        ("application/json", "", "application/json"),
+        ("application/yaml", "", "application/yaml"),
+        ("text/yaml;q=0.5, application/json;q=0.9", "", "application/json"),
+        ("*/*", "", "application/yaml"),
+        ("application/json", "format=yaml", "application/yaml"),
+        ("text/html", "format=json", "application/json"),
+    ],
+)
+def test_content_negotiation(viewer, accept, query, expected):
+    make_cluster("prod")
+    headers = {"HTTP_ACCEPT": accept} if accept else {}
+    for route in (URL.format("prod"), "/api/v1/export/"):
+        response = viewer.get(f"{route}?{query}", **headers)
+        assert response.status_code == 200, (route, response.content[:200])
+        assert response["Content-Type"].startswith(expected), route
+        if expected == "application/json":
+            assert isinstance(response.json(), dict)
+        else:
+            assert isinstance(yaml.safe_load(response.content), dict)
+
+
+def test_unproducible_type_is_406_in_json(viewer):
+    make_cluster("prod")
+    for route in (URL.format("prod"), "/api/v1/export/"):
+        response = viewer.get(route, HTTP_ACCEPT="text/html")
+        assert response.status_code == 406, route
+        assert "application/json" in response.json()["detail"]
+
+
+def test_json_bundle_is_a_v1_list_and_yaml_has_no_anchors(viewer):
+    make_cluster("prod")
+    route = URL.format("prod") + "?bundle=second-scheduler&base_url=http://portal.svc:8001"
+    listed = viewer.get(route + "&format=json").json()
+    assert (listed["apiVersion"], listed["kind"]) == ("v1", "List")
+    assert {item["kind"] for item in listed["items"]} >= {"Deployment", "ConfigMap"}
+    text = viewer.get(route).content.decode()
+    assert "&id" not in text
+    assert "*id" not in text
+    assert list(yaml.safe_load_all(text)) == listed["items"]

@@ -17,17 +17,10 @@ from django.conf import settings
 
 from extender import observe
 from extender.holder import holder
+from extender.refresh import ensure_started
 from extender.verbs import VERBS
 from extender.wire import WireError
 from policies.engine.snapshot import ClusterSnapshot, Snapshot
-
-try:
-    from extender.refresh import ensure_started
-except ImportError:  # the refresher is optional: without it the first load is the only one
-
-    def ensure_started() -> None:
-        return None
-
 
 logger = logging.getLogger(__name__)
 
@@ -89,12 +82,18 @@ def _snapshot() -> Snapshot:
     with _first_load:
         if holder.snapshot is not None:
             return holder.snapshot
+        restored = holder.restore()
+        if restored is not None:
+            return restored
         try:
             return holder.load()
         except Exception as exc:
-            logger.warning("could not load the policy snapshot: %s", exc)
+            logger.warning("could not load the policy snapshot: %s: %s", type(exc).__name__, exc)
             raise WireError(
-                503, "no_snapshot", f"no policy snapshot loaded yet: {holder.last_error or exc}"
+                503,
+                "no_snapshot",
+                "no policy snapshot loaded yet: the database is unreachable and this host has "
+                "no snapshot on disk; see the portal's log",
             ) from None
 
 

@@ -20,11 +20,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings
 
 from extender import metrics
+from extender.holder import SnapshotHolder, describe_error, holder
 
 logger = logging.getLogger(__name__)
 
@@ -35,22 +36,8 @@ REDIS_BACKOFF_MAX = 10.0
 ERROR_TEXT_LIMIT = 500
 
 
-class SnapshotHolder(Protocol):
-    snapshot: Any
-    last_refresh_ok: float  # time.time() of the last confirmed revision; 0.0 = never
-    last_error: str  # "" when the last refresh succeeded
-
-    def load(self) -> Any: ...
-
-
-def get_holder() -> SnapshotHolder | None:
-    """The process's snapshot holder, or None while the holder module is not installed."""
-    try:
-        from extender.holder import holder
-    except ModuleNotFoundError as exc:
-        if exc.name != "extender.holder":
-            raise
-        return None
+def get_holder() -> SnapshotHolder:
+    """The process's snapshot holder."""
     return holder
 
 
@@ -82,6 +69,7 @@ def _close_db_connections() -> None:
 
 
 def _describe(exc: BaseException) -> str:
+    """The whole error, for the log only (it may name hosts and users)."""
     text = f"{type(exc).__name__}: {exc}".strip()
     return text[:ERROR_TEXT_LIMIT]
 
@@ -137,9 +125,14 @@ class SnapshotRefresher:
             current = holder.snapshot
             loaded = False
             if current is None or current.revision != revision:
-                self.pending_revision = revision
                 stage = "build"
-                holder.load()
+                try:
+                    holder.load()
+                except Exception:
+                    # Only a failed load makes the served snapshot known to be behind; while a
+                    # rebuild is merely under way the old snapshot is still the current one.
+                    self.pending_revision = revision
+                    raise
                 loaded = True
                 self.loads += 1
             self.pending_revision = None
@@ -156,18 +149,23 @@ class SnapshotRefresher:
             self.first_check_done.set()
         holder.last_error = ""
         holder.last_refresh_ok = time.time()
+        holder.from_disk = False
         if self._failing:
             self._failing = False
             logger.info("snapshot refresh recovered; serving revision %s", holder.snapshot.revision)
         return loaded
 
     def _record_failure(self, holder: SnapshotHolder, stage: str, exc: BaseException) -> None:
-        holder.last_error = f"{stage}: {_describe(exc)}"
+        holder.last_error = describe_error(stage, exc)
         metrics.REFRESH_ERRORS.labels(stage).inc()
         if not self._failing:
             # One warning per outage, not one per poll.
             self._failing = True
-            logger.warning("snapshot refresh failed, serving the last good snapshot: %s", exc)
+            logger.warning(
+                "snapshot refresh failed at %s, serving the last good snapshot: %s",
+                stage,
+                _describe(exc),
+            )
 
     def publish_gauges(self) -> None:
         """Update this process's snapshot gauges (also done right before each scrape)."""
@@ -338,6 +336,9 @@ def _start() -> None:
     with _start_lock:
         if _started:
             return
+        # A process that starts while the database is unreachable serves the last snapshot
+        # this host kept on disk rather than nothing; the refresher then confirms or replaces it.
+        holder.restore()
         refresher = SnapshotRefresher(
             poll_seconds=settings.EXTENDER_POLL_SECONDS,
             redis_url=settings.REDIS_URL,

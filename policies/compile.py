@@ -1,50 +1,53 @@
 """Compile the stored configuration into the extender's immutable Snapshot.
 
-Reads clusters, nodes, enabled policies and label assignments in one consistent read (one
-REPEATABLE READ transaction on PostgreSQL; SQLite transactions are serialisable), together with
-the snapshot revision, so a concurrent write is never half-seen.
+``read_sources`` reads clusters, nodes, enabled policies and label assignments in one consistent
+read (one REPEATABLE READ transaction on PostgreSQL; SQLite transactions are serialisable),
+together with the snapshot revision, so a concurrent write is never half-seen. The result is a
+plain document (``policies.engine.sources``) that the engine compiles and that extender
+processes keep on disk for restarts while the database is unreachable.
 """
 
 from __future__ import annotations
 
-import logging
+import time
 from typing import Any
 
 from django.db import connection, transaction
 
 from inventory.models import Cluster, Node
-from policies.engine.assignments import AssignmentSpec
-from policies.engine.errors import EngineValidationError
-from policies.engine.policy import CompiledPolicy, compile_policy
-from policies.engine.snapshot import ClusterSettings, NodeRecord, Snapshot, build_snapshot_from
+from policies.engine.snapshot import ClusterSettings, NodeRecord, Snapshot
+from policies.engine.sources import snapshot_from_sources, sources_document
 from policies.models import LabelAssignment, Policy
-from policies.selectors import assignment_spec
-from policies.services import policy_content
+from policies.services import label_assignment_content, policy_content
 from portal.revisions import current_snapshot_revision
-
-logger = logging.getLogger(__name__)
 
 
 def build_snapshot() -> Snapshot:
     """Read the configuration and inventory and build a Snapshot; raises on database errors."""
+    return snapshot_from_sources(read_sources())
+
+
+def read_sources() -> dict[str, Any]:
+    """One consistent read of everything a snapshot is built from; raises on database errors."""
     # Inside a caller's transaction (tests, management commands) its snapshot is what we read.
     own_transaction = not connection.in_atomic_block
     with transaction.atomic():
         if own_transaction and connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        read_at = time.time()
         revision = current_snapshot_revision()
         clusters = _clusters()
         nodes = _nodes()
-        policies, policy_problems = _policies()
-        assignments, assignment_problems = _assignments()
-    return build_snapshot_from(
+        policies = _policies()
+        assignments = _assignments()
+    return sources_document(
         revision=revision,
+        read_at=read_at,
         clusters=clusters,
-        nodes_by_cluster=nodes,
+        nodes=nodes,
         policies=policies,
         assignments=assignments,
-        problems=[*policy_problems, *assignment_problems],
     )
 
 
@@ -88,37 +91,19 @@ def _ints(values: Any) -> dict[str, int]:
     return {k: v for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def _policies() -> tuple[list[CompiledPolicy], list[str]]:
-    compiled: list[CompiledPolicy] = []
-    problems: list[str] = []
+def _policies() -> list[tuple[dict[str, Any], int]]:
     rows = (
         Policy.objects.filter(enabled=True)
         .select_related("cluster")
         .prefetch_related("filter_rules", "weight_rules")
         .order_by("name")
     )
-    for policy in rows:
-        try:
-            compiled.append(compile_policy(policy_content(policy), version=policy.version))
-        except EngineValidationError as exc:
-            # Stored content passed validation when written; if a validator has since become
-            # stricter the policy is left out rather than half-applied, and said so.
-            problems.append(f"policy {policy.name}: {exc}")
-            logger.error("policy %s left out of the snapshot: %s", policy.name, exc)
-    return compiled, problems
+    return [(policy_content(policy), policy.version) for policy in rows]
 
 
-def _assignments() -> tuple[list[tuple[str | None, AssignmentSpec]], list[str]]:
-    specs: list[tuple[str | None, AssignmentSpec]] = []
-    problems: list[str] = []
-    rows = LabelAssignment.objects.filter(enabled=True).select_related("cluster")
-    for assignment in rows:
-        try:
-            spec = assignment_spec(assignment)
-        except EngineValidationError as exc:
-            problems.append(f"label assignment {assignment.name}: {exc}")
-            logger.error("label assignment %s left out of the snapshot: %s", assignment.name, exc)
-            continue
-        scope = assignment.cluster.name if assignment.cluster_id else None
-        specs.append((scope, spec))
-    return specs, problems
+def _assignments() -> list[tuple[str | None, dict[str, Any]]]:
+    rows = LabelAssignment.objects.filter(enabled=True).select_related("cluster").order_by("name")
+    return [
+        (row.cluster.name if row.cluster_id else None, label_assignment_content(row))
+        for row in rows
+    ]

@@ -7,8 +7,9 @@ import logging
 from django.db.models import Q
 
 from inventory.models import Cluster
-from policies.engine.assignments import AssignmentSpec, node_selector_from_dict
+from policies.engine.assignments import AssignmentSpec
 from policies.engine.errors import EngineValidationError
+from policies.engine.sources import assignment_spec_from_content
 from policies.models import LabelAssignment
 
 logger = logging.getLogger(__name__)
@@ -16,9 +17,14 @@ logger = logging.getLogger(__name__)
 
 def assignment_spec(assignment: LabelAssignment) -> AssignmentSpec:
     """The engine's view of one stored assignment; EngineValidationError if it is invalid."""
-    selector = node_selector_from_dict(assignment.node_selector or {}, path="node_selector")
-    labels = tuple(sorted((assignment.labels or {}).items()))
-    return AssignmentSpec(assignment.name, assignment.priority, selector, labels)
+    return assignment_spec_from_content(
+        {
+            "name": assignment.name,
+            "priority": assignment.priority,
+            "node_selector": assignment.node_selector,
+            "labels": assignment.labels,
+        }
+    )
 
 
 def cluster_assignment_specs(cluster: Cluster) -> list[AssignmentSpec]:

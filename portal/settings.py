@@ -117,6 +117,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
 else:
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # A stalled database must fail a request fast instead of holding a worker: bounded connect,
+    # statements, and a TCP timeout for connections whose packets are silently dropped.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "connect_timeout": env_int("DB_CONNECT_TIMEOUT", 5),
+            "options": f"-c statement_timeout={env_int('DB_STATEMENT_TIMEOUT_MS', 30000)}",
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+            "tcp_user_timeout": env_int("DB_TCP_USER_TIMEOUT_MS", 15000),
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cache and change notifications ---------------------------------------------------------
@@ -209,6 +222,16 @@ DECISION_LOG_QUEUE_SIZE = env_int("DECISION_LOG_QUEUE_SIZE", 10000)
 # Background threads of each extender process: the snapshot refresher and the decision-log
 # writer. Tests switch them off unless they exercise them.
 EXTENDER_REFRESH_ENABLED = env_bool("EXTENDER_REFRESH_ENABLED", True)
+# Where each extender process keeps the sources of its last snapshot, to restart without the
+# database.
+EXTENDER_SNAPSHOT_DIR = Path(os.environ.get("EXTENDER_SNAPSHOT_DIR", VAR_DIR / "extender"))
+# The extender's own server (`manage.py serve_extender`): address, request threads, how long a
+# client may take to send a request, and connections at once (in all and per client address).
+EXTENDER_BIND = os.environ.get("EXTENDER_BIND", "127.0.0.1:8001")
+EXTENDER_THREADS = env_int("EXTENDER_THREADS", 8)
+EXTENDER_READ_TIMEOUT_SECONDS = env_int("EXTENDER_READ_TIMEOUT_SECONDS", 5)
+EXTENDER_MAX_CONNECTIONS = env_int("EXTENDER_MAX_CONNECTIONS", 500)
+EXTENDER_MAX_CONNECTIONS_PER_CLIENT = env_int("EXTENDER_MAX_CONNECTIONS_PER_CLIENT", 32)
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
 
 # --- i18n, static ---------------------------------------------------------------------------

@@ -146,8 +146,9 @@ def build_snapshot_from(
     policies: Sequence[CompiledPolicy],
     assignments: Sequence[tuple[str | None, AssignmentSpec]],
     problems: Sequence[str] = (),
+    built_at: float | None = None,
 ) -> Snapshot:
-    """Build a Snapshot from plain data."""
+    """Build a Snapshot from plain data, dated ``built_at`` (default: now)."""
     built = {
         c.name: build_cluster_snapshot(c, nodes_by_cluster.get(c.name, ()), policies, assignments)
         for c in clusters
@@ -155,7 +156,7 @@ def build_snapshot_from(
     default = next((c.name for c in clusters if c.is_default), None)
     return Snapshot(
         revision=revision,
-        built_at=time.time(),
+        built_at=time.time() if built_at is None else built_at,
         clusters=built,
         default_cluster=default,
         policies=tuple(policies),

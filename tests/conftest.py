@@ -1,0 +1,14 @@
+"""Fixtures every test gets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _own_snapshot_dir(settings, tmp_path: Path) -> None:
+    """Each test keeps extender snapshots in its own directory: a snapshot written by one test
+    must not be served, as "the last one on disk", by the next."""
+    settings.EXTENDER_SNAPSHOT_DIR = tmp_path / "extender"

@@ -44,7 +44,7 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff format --check --extend-exclude '*/migrations/*' .
 
 bench: $(DEV_STAMP)
-	@for f in bench/extender.py bench/sync.py; do \
+	@for f in bench/extender.py bench/sync.py bench/faults.py; do \
 		if [ -f $$f ]; then echo "== $$f"; $(PY) $$f || exit 1; fi; \
 	done
 

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # `make run`: prepare the local state (var/, secret key, database, static files, demo data, the
-# admin account), then run gunicorn, a Celery worker, Celery beat and, when the command exists,
-# the node watcher in the foreground. Ctrl-C stops them all.
+# admin account), then run the web (gunicorn: admin and API), the extender's own server (its
+# own port, so people's traffic never occupies kube-scheduler's), a Celery worker, Celery beat
+# and the node watcher in the foreground. Ctrl-C stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=.venv/bin/python
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
-export HOST PORT
+EXTENDER_PORT="${EXTENDER_PORT:-8001}"
+WEB_CONCURRENCY="${WEB_CONCURRENCY:-2}"
+export HOST PORT EXTENDER_PORT WEB_CONCURRENCY
 
 # shellcheck source=deploy/local-env.sh
 . deploy/local-env.sh
@@ -27,28 +30,28 @@ admin_message="$($PY manage.py ensure_admin)"
 echo "$admin_message"
 
 processes=(
-    "web=.venv/bin/gunicorn portal.wsgi:application -c deploy/gunicorn.conf.py --bind ${HOST}:${PORT} --workers 2 --access-logfile -"
+    "web=.venv/bin/gunicorn portal.wsgi:application -c deploy/gunicorn.conf.py --bind ${HOST}:${PORT} --workers ${WEB_CONCURRENCY} --access-logfile -"
+    "extender=$PY manage.py serve_extender --bind ${HOST}:${EXTENDER_PORT}"
     "worker=.venv/bin/celery -A portal worker -l info --concurrency 2"
     "beat=.venv/bin/celery -A portal beat -l info -s ${VAR}/celerybeat-schedule"
 )
-if $PY manage.py help watch_nodes >/dev/null 2>&1; then
-    processes+=("watcher=$PY manage.py watch_nodes")
-fi
+processes+=("watcher=$PY manage.py watch_nodes")
 
 case "$HOST" in
     0.0.0.0 | "::" | "[::]") shown_host=127.0.0.1 ;;
     *) shown_host="$HOST" ;;
 esac
 base="http://${shown_host}:${PORT}"
+extender="http://${shown_host}:${EXTENDER_PORT}"
 cat <<BANNER
 
   Scheduling Policy Portal
     Admin      ${base}/admin/
     API docs   ${base}/api/docs/
-    Extender   ${base}/extender/
-    Metrics    ${base}/metrics
+    Extender   ${extender}/extender/   (kube-scheduler's own port; probes ${extender}/readyz)
+    Metrics    ${base}/metrics  ${extender}/metrics
     Login      ${admin_message}
-  Ctrl-C stops web, worker, beat$( [ ${#processes[@]} -gt 3 ] && echo " and watcher").
+  Ctrl-C stops web, extender, worker, beat and watcher.
 
 BANNER
 

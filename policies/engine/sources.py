@@ -3,7 +3,7 @@
 ``policies.compile.read_sources`` fills it from the database in one consistent read;
 ``snapshot_from_sources`` turns it into a Snapshot. Extender processes keep the last document
 they built from on local disk, so a process that starts while the database is unreachable
-still serves the last known policies (docs/architecture.md, "Serving through outages").
+still serves the last known policies (docs/adr/0005-extender-server.md).
 
 The document holds stored content, not compiled objects: compiling is deterministic, and a
 file written by one release is rebuilt by the next with that release's engine.

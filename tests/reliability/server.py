@@ -1,4 +1,8 @@
-"""The portal under gunicorn in a separate process, sharing the test's database."""
+"""The portal's servers in separate processes, sharing the test's database.
+
+``PortalServer`` is the web (gunicorn ``portal.wsgi``, as ``make run`` starts it);
+``ExtenderServer`` is ``manage.py serve_extender``, the extender's own server.
+"""
 
 from __future__ import annotations
 
@@ -74,16 +78,7 @@ class PortalServer:
         self.log_path = workdir / "gunicorn.log"
         self.metrics_dir = metrics_dir = workdir / "prometheus"
         metrics_dir.mkdir(exist_ok=True)
-        full_env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "portal.settings",
-            "SECRET_KEY": "reliability-test-only",
-            "DEBUG": "false",
-            "PORTAL_VAR_DIR": str(workdir),
-            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
-            "PYTHONPATH": str(REPO),
-            **env,
-        }
+        full_env = server_env(workdir, {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), **env})
         command = [
             sys.executable,
             "-m",
@@ -94,35 +89,47 @@ class PortalServer:
             "--workers",
             str(workers),
         ]
-        config = REPO / "deploy" / "gunicorn.conf.py"
-        if config.exists():
-            command += ["-c", str(config)]
-        self._log = self.log_path.open("wb")
+        command += ["-c", str(REPO / "deploy" / "gunicorn.conf.py")]
+        self._start(command, full_env)
+
+    def _start(self, command: list[str], env: dict[str, str]) -> None:
+        self._log = self.log_path.open("ab")
         self.process = subprocess.Popen(
             command,
             cwd=REPO,
-            env=full_env,
+            env=env,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
-    def request(self, method: str, path: str, body: Any = None) -> Response:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout: float = 10,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             payload = orjson.dumps(body) if body is not None else None
-            headers = {"Content-Type": "application/json"} if payload is not None else {}
+            headers = dict(headers or {})
+            if payload is not None:
+                headers["Content-Type"] = "application/json"
             conn.request(method, path, body=payload, headers=headers)
             reply = conn.getresponse()
             return Response(reply.status, reply.read())
         finally:
             conn.close()
 
-    def post(self, path: str, body: Any) -> Response:
-        return self.request("POST", path, body)
+    def post(self, path: str, body: Any, timeout: float = 10) -> Response:
+        return self.request("POST", path, body, timeout)
 
-    def get(self, path: str) -> Response:
-        return self.request("GET", path)
+    def get(
+        self, path: str, timeout: float = 10, headers: dict[str, str] | None = None
+    ) -> Response:
+        return self.request("GET", path, timeout=timeout, headers=headers)
 
     def wait_until(self, check: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -158,7 +165,16 @@ class PortalServer:
         self._log.flush()
         return self.log_path.read_text(errors="replace")[-4000:]
 
+    def kill(self) -> None:
+        """SIGKILL, as the OOM killer or a node failure would."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+        self._log.close()
+
     def stop(self) -> None:
+        if self._log.closed:
+            return
         if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGTERM)
@@ -169,6 +185,41 @@ class PortalServer:
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(5)
         self._log.close()
+
+
+class ExtenderServer(PortalServer):
+    """``manage.py serve_extender``: the extender and its probes on their own port."""
+
+    def __init__(self, *, env: dict[str, str], workdir: Path) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.workers = 1
+        self.log_path = workdir / "extender.log"
+        self.metrics_dir = workdir
+        command = [
+            sys.executable,
+            str(REPO / "manage.py"),
+            "serve_extender",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+        ]
+        self._start(command, server_env(workdir, env))
+
+    def wait_until_serving(self, timeout: float = 60) -> None:
+        self.wait_until(lambda: self.get("/healthz").status == 200, timeout, "the extender")
+
+
+def server_env(workdir: Path, env: dict[str, str]) -> dict[str, str]:
+    """Production-like settings for a server process keeping its state in ``workdir``."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "SECRET_KEY": "reliability-test-only",
+        "DEBUG": "false",
+        "PORTAL_VAR_DIR": str(workdir),
+        "PYTHONPATH": str(REPO),
+        **env,
+    }
 
 
 def metric_value(text: str, name: str) -> float | None:

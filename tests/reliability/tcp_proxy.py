@@ -10,7 +10,12 @@ Address = tuple[str, int] | str  # (host, port) or a Unix socket path
 
 
 class TcpProxy:
-    """Forwards 127.0.0.1:<port> to ``target``; :meth:`block` refuses and drops connections."""
+    """Forwards 127.0.0.1:<port> to ``target``.
+
+    :meth:`block` refuses new connections and cuts the open ones (a database that is down);
+    :meth:`blackhole` keeps every connection open and accepts new ones but silently drops all
+    data both ways (a database behind a dead network path: nothing is refused, nothing answers).
+    """
 
     def __init__(self, target: Address) -> None:
         self.target = target
@@ -19,6 +24,7 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
         self._listening = False
+        self._dropping = False
         self.unblock()
 
     def _connect_target(self) -> socket.socket:
@@ -31,8 +37,15 @@ class TcpProxy:
         upstream.settimeout(None)
         return upstream
 
+    def blackhole(self) -> None:
+        """Drop every byte from now on, without closing or refusing anything."""
+        self._dropping = True
+
     def unblock(self) -> None:
-        """Accept connections (again, on the same port)."""
+        """Accept and forward connections (again, on the same port)."""
+        self._dropping = False
+        if self._listening:
+            return
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind(("127.0.0.1", self.port))
@@ -65,6 +78,11 @@ class TcpProxy:
                 continue
             except OSError:
                 return
+            if self._dropping:
+                with self._lock:
+                    self._sockets.add(client)
+                threading.Thread(target=self._swallow, args=(client,), daemon=True).start()
+                continue
             try:
                 upstream = self._connect_target()
             except OSError:
@@ -76,10 +94,18 @@ class TcpProxy:
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
+    def _swallow(self, client: socket.socket) -> None:
+        try:
+            while client.recv(65536):
+                pass
+        except OSError:
+            pass
+
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
-                sink.sendall(data)
+                if not self._dropping:
+                    sink.sendall(data)
         except OSError:
             pass
         finally:

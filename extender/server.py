@@ -1,0 +1,134 @@
+"""The extender's own server: kube-scheduler's calls and the probes, apart from people's traffic.
+
+``manage.py serve_extender`` runs this. It serves ``/extender/...``, ``/healthz``, ``/readyz``
+and ``/metrics`` and nothing else, so admin and API requests (and a database that stalls them)
+can never occupy the threads kube-scheduler's calls need. The server is waitress: its I/O loop
+reads every request completely before a worker thread sees it, so a client that sends one byte
+a minute holds a connection, not a thread; a request not complete within
+``EXTENDER_READ_TIMEOUT_SECONDS`` is dropped, and connections are bounded in all and per client
+address. Why this and not gunicorn: docs/adr/0005-extender-server.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import orjson
+from waitress.adjustments import Adjustments
+from waitress.server import TcpWSGIServer
+from waitress.task import ThreadedTaskDispatcher
+
+from extender import refresh
+from extender.handler import PREFIX
+from extender.handler import application as extender_application
+from extender.health import wsgi_routes
+
+logger = logging.getLogger(__name__)
+
+StartResponse = Callable[..., object]
+# How long a starting server waits for its first snapshot before it takes requests anyway (it
+# then serves the snapshot kept on disk, or says 503 until one loads).
+WARMUP_SECONDS = 15.0
+
+
+def application(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
+    """Route one request to the extender or a probe; anything else is a JSON 404."""
+    path = environ.get("PATH_INFO", "")
+    if path.startswith(PREFIX) or path == PREFIX.rstrip("/"):
+        return extender_application(environ, start_response)
+    route = wsgi_routes.get(path)
+    if route is not None:
+        return route(environ, start_response)
+    routes = "/extender/..., /healthz, /readyz, /metrics"
+    body = orjson.dumps({"Error": f"no route {path!r} on the extender port: {routes}"})
+    start_response(
+        "404 Not Found", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+    )
+    return [body]
+
+
+class ExtenderServer(TcpWSGIServer):
+    """waitress's TCP server, refusing connections beyond a per-client-address limit."""
+
+    per_client_limit = 0  # 0: no limit
+
+    def handle_accept(self) -> None:
+        try:
+            accepted = self.accept()
+        except OSError:
+            return
+        if accepted is None:
+            return
+        conn, addr = accepted
+        host = addr[0] if isinstance(addr, tuple) else addr
+        if self.per_client_limit and self._connections_from(host) >= self.per_client_limit:
+            logger.warning("refusing a connection from %s: over its connection limit", host)
+            conn.close()
+            return
+        self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
+
+    def _connections_from(self, host: Any) -> int:
+        count = 0
+        for channel in list(self._map.values()):
+            address = getattr(channel, "addr", None)
+            if (
+                isinstance(address, tuple)
+                and address
+                and address[0] == host
+                and channel is not self
+            ):
+                count += 1
+        return count
+
+
+def create(
+    *,
+    host: str,
+    port: int,
+    threads: int,
+    read_timeout: int,
+    max_connections: int,
+    per_client: int,
+    max_body_bytes: int,
+) -> ExtenderServer:
+    """A bound, not yet running server (``port`` 0 picks a free one: ``server.effective_port``)."""
+    adj = Adjustments(
+        host=host,
+        port=port,
+        threads=threads,
+        channel_timeout=read_timeout,
+        cleanup_interval=max(1, read_timeout // 2),
+        connection_limit=max_connections,
+        # waitress answers 413 itself past this; the handler's own limit (same value) says why.
+        max_request_body_size=max_body_bytes + 1,
+        expose_tracebacks=False,
+        ident="policy-portal-extender",
+        asyncore_use_poll=True,
+        backlog=2048,
+    )
+    dispatcher = ThreadedTaskDispatcher()
+    dispatcher.set_thread_count(adj.threads)
+    (sockinfo,) = adj.listen[:1]
+    server = ExtenderServer(
+        application, {}, True, None, dispatcher=dispatcher, adj=adj, sockinfo=sockinfo
+    )
+    server.per_client_limit = per_client
+    return server
+
+
+def warm_up() -> bool:
+    """Start the refresher (restoring the snapshot kept on disk) and wait for the database."""
+    return refresh.wait_until_loaded(WARMUP_SECONDS)
+
+
+def run(server: ExtenderServer) -> None:
+    """Serve until SIGTERM or SIGINT; requests in flight finish first."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    server.run()

@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make run      start the portal (web, worker, beat) on embedded defaults"
 	@echo "make test     run the test suite (PYTEST_ARGS='-k name -x' to narrow it)"
-	@echo "make lint     ruff check and ruff format --check (migrations excluded)"
+	@echo "make lint     ruff check, ruff format --check (migrations excluded), import contracts"
 	@echo "make bench    run the benchmarks in bench/"
 	@echo "make migrate  apply database migrations"
 	@echo "make seed     create the demo cluster, nodes, label assignments and policies"
@@ -42,6 +42,7 @@ test: $(DEV_STAMP)
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check --extend-exclude '*/migrations/*' .
+	$(VENV)/bin/lint-imports
 
 bench: $(DEV_STAMP)
 	@for f in bench/extender.py bench/sync.py bench/faults.py; do \

@@ -14,18 +14,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django_application = get_wsgi_application()  # runs django.setup(): settings are ready below
 
 from extender.handler import application as extender_application  # noqa: E402
+from extender.health import wsgi_routes  # noqa: E402
 
-
-def _observability_routes() -> dict[str, Callable[..., Iterable[bytes]]]:
-    try:
-        from extender.health import wsgi_routes
-    except (ImportError, AttributeError):
-        return {}
-    routes = wsgi_routes() if callable(wsgi_routes) else wsgi_routes
-    return dict(routes or {})
-
-
-ROUTES = _observability_routes()
+ROUTES: dict[str, Callable[..., Iterable[bytes]]] = dict(wsgi_routes)
 
 
 def application(environ: dict, start_response: Callable[..., object]) -> Iterable[bytes]:

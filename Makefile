@@ -1,5 +1,6 @@
 # Everyday commands. `make run` and `make test` work on a fresh clone: they create .venv with
-# Python 3.11 and install the pinned requirements (again only when a requirements file changes).
+# Python 3.11 and install the locked requirements, every package pinned with its hashes (again
+# only when a lock file changes). `make lock` recompiles the locks from requirements*.in.
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -9,13 +10,14 @@ DEV_STAMP := $(VENV)/.installed-requirements-dev
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint bench migrate seed clean
+.PHONY: help run test lint bench lock migrate seed clean
 
 help:
 	@echo "make run      start the portal (web, worker, beat) on embedded defaults"
 	@echo "make test     run the test suite (PYTEST_ARGS='-k name -x' to narrow it)"
 	@echo "make lint     ruff check, ruff format --check (migrations excluded), import contracts"
 	@echo "make bench    run the benchmarks in bench/"
+	@echo "make lock     recompile requirements.txt / requirements-dev.txt (hashed) from the .in files"
 	@echo "make migrate  apply database migrations"
 	@echo "make seed     create the demo cluster, nodes, label assignments and policies"
 	@echo "make clean    remove var/ (database, secret key, static files); keeps .venv"
@@ -25,11 +27,11 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 $(RUN_STAMP): requirements.txt | $(PY)
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements.txt
 	touch $@
 
 $(DEV_STAMP): requirements.txt requirements-dev.txt | $(PY)
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements-dev.txt
 	touch $@ $(RUN_STAMP)
 
 run: $(RUN_STAMP)
@@ -48,6 +50,12 @@ bench: $(DEV_STAMP)
 	@for f in bench/extender.py bench/sync.py bench/faults.py; do \
 		if [ -f $$f ]; then echo "== $$f"; $(PY) $$f || exit 1; fi; \
 	done
+
+LOCK_OPTIONS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
+
+lock: $(DEV_STAMP)
+	$(VENV)/bin/pip-compile $(LOCK_OPTIONS) --output-file requirements.txt requirements.in
+	$(VENV)/bin/pip-compile $(LOCK_OPTIONS) --output-file requirements-dev.txt requirements-dev.in
 
 migrate: $(RUN_STAMP)
 	. deploy/local-env.sh && $(PY) manage.py migrate

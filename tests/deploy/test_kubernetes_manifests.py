@@ -1,0 +1,198 @@
+"""The Kubernetes manifests build offline, validate against the API schemas and keep their
+invariants (docs/deploy.md).
+
+Built with `kubectl kustomize` (Debian's kubectl package) and validated with
+kubernetes-validate's bundled OpenAPI schemas in strict mode (unknown fields are errors).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+KUSTOMIZE = ROOT / "deploy" / "kubernetes"
+OVERLAYS = ["production", "dev"]
+KUBERNETES_VERSION = "1.35.0"
+HA_COMPONENTS = ("web", "extender")
+
+
+def build(overlay: str) -> list[dict[str, Any]]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        reason = "kubectl is not installed (Debian package `kubectl`; .ci/run installs it)"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    output = subprocess.run(
+        [kubectl, "kustomize", str(KUSTOMIZE / "overlays" / overlay)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(output) if doc]
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def built(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    return request.param, build(request.param)
+
+
+def by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    kinds: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for obj in objects:
+        kinds[obj["kind"]][obj["metadata"]["name"]] = obj
+    return kinds
+
+
+PORTAL_COMPONENTS = {"web", "extender", "worker", "beat", "watcher"}
+
+
+def component(deployment: dict[str, Any]) -> str:
+    return deployment["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]
+
+
+def portal_deployments(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The portal's own Deployments (not the dev overlay's PostgreSQL and Redis)."""
+    deployments = by_kind(objects)["Deployment"]
+    found = {name: d for name, d in deployments.items() if component(d) in PORTAL_COMPONENTS}
+    assert {component(d) for d in found.values()} == PORTAL_COMPONENTS
+    return found
+
+
+def test_every_object_validates_strictly(built: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objects = built
+    checked = 0
+    for obj in objects:
+        if obj["apiVersion"].startswith("monitoring.coreos.com/"):
+            continue  # a CRD: its schema is the Prometheus Operator's, checked below
+        kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+        checked += 1
+    assert checked >= 15
+
+
+def test_every_pod_is_restricted(built: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objects = built
+    templates = [d["spec"]["template"] for d in by_kind(objects)["Deployment"].values()]
+    templates += [j["spec"]["template"] for j in by_kind(objects)["Job"].values()]
+    assert len(templates) >= 6
+    for template in templates:
+        pod = template["spec"]["securityContext"]
+        assert pod["runAsNonRoot"] is True
+        assert isinstance(pod["runAsUser"], int)
+        assert pod["runAsUser"] > 0
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}
+        for container in template["spec"]["containers"]:
+            security = container["securityContext"]
+            assert security["allowPrivilegeEscalation"] is False
+            assert security["capabilities"] == {"drop": ["ALL"]}
+            assert set(container["resources"]) == {"requests", "limits"}
+            if container["image"].startswith(("postgres:",)):
+                continue  # PostgreSQL writes its socket and lock files outside its volume
+            assert security["readOnlyRootFilesystem"] is True
+
+
+def test_state_lives_in_an_empty_dir(built: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objects = built
+    for name, deployment in portal_deployments(objects).items():
+        spec = deployment["spec"]["template"]["spec"]
+        mounts = {m["mountPath"]: m["name"] for m in spec["containers"][0]["volumeMounts"]}
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert "emptyDir" in volumes[mounts["/var/lib/portal"]], name
+
+
+def test_served_components_are_probed_replicated_and_protected(
+    built: tuple[str, list[dict[str, Any]]],
+) -> None:
+    overlay, objects = built
+    kinds = by_kind(objects)
+    deployments = {component(d): d for d in portal_deployments(objects).values()}
+    for name in HA_COMPONENTS:
+        deployment = deployments[name]
+        container = deployment["spec"]["template"]["spec"]["containers"][0]
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert container["readinessProbe"]["httpGet"]["path"] in ("/healthz", "/readyz")
+        if overlay == "production":
+            assert deployment["spec"]["replicas"] >= 2
+        anti = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+        assert anti["preferredDuringSchedulingIgnoredDuringExecution"]
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        budgets = [
+            pdb
+            for pdb in kinds["PodDisruptionBudget"].values()
+            if pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        ]
+        assert len(budgets) == 1, name
+        services = [
+            svc
+            for svc in kinds["Service"].values()
+            if svc["spec"]["selector"].items() <= labels.items()
+        ]
+        assert len(services) == 1, name
+    assert deployments["extender"]["spec"]["template"]["spec"]["containers"][0]["command"][-1] == (
+        "serve_extender"
+    )
+
+
+def test_singletons_run_once(built: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objects = built
+    deployments = {component(d): d for d in portal_deployments(objects).values()}
+    for name in ("beat", "watcher"):
+        assert deployments[name]["spec"]["replicas"] == 1
+        assert deployments[name]["spec"]["strategy"] == {"type": "Recreate"}
+
+
+def test_rbac_is_exactly_what_the_portal_does(built: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objects = built
+    kinds = by_kind(objects)
+    (cluster_role,) = kinds["ClusterRole"].values()
+    rules = {
+        (tuple(r["apiGroups"]), tuple(r["resources"])): sorted(r["verbs"])
+        for r in cluster_role["rules"]
+    }
+    assert rules == {
+        (("",), ("nodes",)): ["get", "list", "patch", "watch"],
+        (("",), ("pods/binding",)): ["create"],
+    }
+    (role,) = kinds["Role"].values()
+    assert [(r["apiGroups"], r["resources"], sorted(r["verbs"])) for r in role["rules"]] == [
+        (["coordination.k8s.io"], ["leases"], ["create", "get", "update"])
+    ]
+    (account,) = kinds["ServiceAccount"]
+    for binding in [*kinds["ClusterRoleBinding"].values(), *kinds["RoleBinding"].values()]:
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account, "namespace": "policy-portal"}
+        ]
+
+
+def test_the_extender_port_is_open_only_to_schedulers_and_monitoring(
+    built: tuple[str, list[dict[str, Any]]],
+) -> None:
+    _, objects = built
+    policy = by_kind(objects)["NetworkPolicy"]["policy-portal-extender"]
+    extender = next(d for d in portal_deployments(objects).values() if component(d) == "extender")
+    selected = policy["spec"]["podSelector"]["matchLabels"]
+    assert selected.items() <= extender["spec"]["template"]["metadata"]["labels"].items()
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 8001, "protocol": "TCP"}]
+    sources = rule["from"]
+    assert any(
+        s.get("podSelector", {}).get("matchLabels") == {"component": "kube-scheduler"}
+        for s in sources
+    )
+    assert all(
+        s.get("podSelector") or s.get("namespaceSelector") or s.get("ipBlock") for s in sources
+    )
+
+
+def test_production_has_the_service_monitor() -> None:
+    objects = build("production")
+    (monitor,) = by_kind(objects)["ServiceMonitor"].values()
+    assert monitor["metadata"]["namespace"] == "policy-portal"
+    assert {e["path"] for e in monitor["spec"]["endpoints"]} == {"/metrics"}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 import orjson
 from django.conf import settings
 
-from extender import observe
+from extender import access, observe
 from extender.holder import holder
 from extender.refresh import ensure_started
 from extender.verbs import VERBS
@@ -27,6 +27,9 @@ logger = logging.getLogger(__name__)
 PREFIX = "/extender/"
 # Read once: the hot path does not go through Django's settings object.
 MAX_BODY_BYTES: int = settings.EXTENDER_MAX_BODY_BYTES
+CALLERS, BINDERS = access.from_settings(
+    settings.EXTENDER_ALLOWED_CIDRS, settings.EXTENDER_BIND_ALLOWED_CIDRS
+)
 _READ_CHUNK = 1 << 20
 _first_load = threading.Lock()
 
@@ -49,6 +52,7 @@ def _respond(
 _REASONS = {
     200: "OK",
     400: "Bad Request",
+    403: "Forbidden",
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Content Too Large",
@@ -159,6 +163,11 @@ def application(environ: dict, start_response: StartResponse) -> Iterable[bytes]
     try:
         name, verb = _route(environ.get("PATH_INFO", ""))
         cluster_name = name or ""
+        caller = environ.get("REMOTE_ADDR", "")
+        allowlist = BINDERS if verb == "bind" else CALLERS
+        if allowlist.networks is not None and not allowlist.allows(caller):
+            setting = "EXTENDER_BIND_ALLOWED_CIDRS" if verb == "bind" else "EXTENDER_ALLOWED_CIDRS"
+            raise WireError(403, "forbidden", f"{caller or 'this caller'} is not in {setting}")
         method = environ.get("REQUEST_METHOD", "")
         if method != "POST":
             error = WireError(

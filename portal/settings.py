@@ -232,6 +232,10 @@ EXTENDER_THREADS = env_int("EXTENDER_THREADS", 8)
 EXTENDER_READ_TIMEOUT_SECONDS = env_int("EXTENDER_READ_TIMEOUT_SECONDS", 5)
 EXTENDER_MAX_CONNECTIONS = env_int("EXTENDER_MAX_CONNECTIONS", 500)
 EXTENDER_MAX_CONNECTIONS_PER_CLIENT = env_int("EXTENDER_MAX_CONNECTIONS_PER_CLIENT", 32)
+# Who may call the extender (comma-separated CIDRs; empty: anyone who reaches the port) and
+# who may call its bind verb (empty: the same list). docs/threat-model.md.
+EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")
+EXTENDER_BIND_ALLOWED_CIDRS = os.environ.get("EXTENDER_BIND_ALLOWED_CIDRS", "")
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
 
 # --- i18n, static ---------------------------------------------------------------------------

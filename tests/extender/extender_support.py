@@ -52,6 +52,7 @@ def call(
     method: str = "POST",
     content_length: str | None = None,
     chunked: bool = False,
+    remote_addr: str = "127.0.0.1",
 ) -> Response:
     """One request through the dispatcher; a non-bytes ``body`` is JSON-encoded."""
     data = body if isinstance(body, bytes) else orjson.dumps(body)
@@ -69,6 +70,7 @@ def call(
         "CONTENT_TYPE": "application/json",
         "wsgi.input": io.BytesIO(data),
         "wsgi.url_scheme": "http",
+        "REMOTE_ADDR": remote_addr,
     }
     if chunked:
         environ["wsgi.input_terminated"] = True

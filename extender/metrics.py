@@ -297,8 +297,13 @@ class InventoryCollector(Collector):
     at all), so an alert on the age does not fire for them.
     """
 
-    def __init__(self, sync_times_getter: Callable[[], dict[str, float]]) -> None:
+    def __init__(
+        self,
+        sync_times_getter: Callable[[], dict[str, float]],
+        sync_states_getter: Callable[[], dict[str, str]] = dict,
+    ) -> None:
         self.sync_times_getter = sync_times_getter
+        self.sync_states_getter = sync_states_getter
 
     def describe(self) -> list[GaugeMetricFamily]:
         # Declaring no metrics up front keeps registration from calling the getter.
@@ -314,6 +319,15 @@ class InventoryCollector(Collector):
         for name, synced in sorted(self.sync_times_getter().items()):
             family.add_metric([name], max(0.0, now - synced))
         yield family
+        held = GaugeMetricFamily(
+            "extender_inventory_sync_held",
+            "1 while the cluster's last sync is held: it would remove most of the inventory "
+            "and waits for an operator's confirmation (the inventory is kept).",
+            labels=["cluster"],
+        )
+        for name, state in sorted(self.sync_states_getter().items()):
+            held.add_metric([name], 1.0 if state == "held" else 0.0)
+        yield held
 
 
 def _inventory_sync_times() -> dict[str, float]:
@@ -334,7 +348,19 @@ def _inventory_sync_times() -> dict[str, float]:
     return times
 
 
-_inventory_collector = InventoryCollector(_inventory_sync_times)
+def _inventory_sync_states() -> dict[str, str]:
+    from extender.refresh import get_holder  # refresh imports this module
+
+    snapshot = get_holder().snapshot
+    clusters = getattr(snapshot, "clusters", None) or {}
+    return {
+        name: state
+        for name, cluster in clusters.items()
+        if (state := getattr(cluster, "sync_state", None)) is not None
+    }
+
+
+_inventory_collector = InventoryCollector(_inventory_sync_times, _inventory_sync_states)
 if not MULTIPROCESS:
     REGISTRY.register(_inventory_collector)
 

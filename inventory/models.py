@@ -31,6 +31,8 @@ class SyncState(models.TextChoices):
     RUNNING = "running", "running"
     OK = "ok", "ok"
     ERROR = "error", "error"
+    # A list that would remove most of the inventory waits for an operator (inventory.guard).
+    HELD = "held", "held: needs confirmation"
 
 
 class Cluster(models.Model):

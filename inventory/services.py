@@ -216,7 +216,7 @@ def parse_node_objects(objects: Iterable[Any]) -> tuple[dict[str, dict], list[st
 _IN_LIST_LIMIT = 2000
 
 
-def _object_name(obj: Any) -> str | None:
+def object_name(obj: Any) -> str | None:
     # The same test node_fields applies, without parsing the rest of the object.
     if not isinstance(obj, Mapping):
         return None
@@ -254,7 +254,7 @@ def nodes_apply(
     by_name: dict[str, Any] = {}
     skipped: list[str] = []
     for i, obj in enumerate(objects):
-        name = _object_name(obj)
+        name = object_name(obj)
         if name is None:
             skipped.append(f"item {i}: no valid metadata.name")
         else:

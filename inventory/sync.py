@@ -16,17 +16,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from kubernetes import client
 
+from inventory.guard import held_reason
 from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
-from inventory.models import Cluster, ClusterSource, SyncState
+from inventory.models import Cluster, ClusterSource, Node, SyncState
 from inventory.node_list import decode_node_list
-from inventory.services import nodes_apply
+from inventory.services import ApplyResult, nodes_apply, object_name
 from portal.audit import audit_record
 from portal.models import AuditAction
+from portal.revisions import bump_snapshot_revision
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +59,8 @@ class SyncResult:
     pages: int = 0
     seconds: float = 0.0
     list_seconds: float = 0.0
+    # Set when the list was not applied because it would remove too much (inventory.guard).
+    held: str = ""
 
     @property
     def wrote(self) -> bool:
@@ -122,14 +127,69 @@ def _error_for(exc: BaseException) -> KubeError:
     return classify(exc)
 
 
+def _apply(
+    cluster: Cluster, objects: list[Any], resource_version: str, list_started_at: Any
+) -> ApplyResult:
+    """Make the inventory equal to the list; the cluster row is locked by the caller."""
+    applied = nodes_apply(
+        cluster=cluster,
+        objects=objects,
+        replace=True,
+        resource_version=resource_version,
+        trust_resource_version=True,
+        keep_written_since=list_started_at,
+    )
+    finished = timezone.now()
+    Cluster.objects.filter(pk=cluster.pk).update(
+        sync_state=SyncState.OK,
+        sync_finished_at=finished,
+        last_success_at=finished,
+        sync_error="",
+        **applied.status_fields(),
+    )
+    if applied.wrote:
+        audit_record(
+            actor=None,
+            action=AuditAction.SYNC,
+            object_type="cluster",
+            object_name=cluster.name,
+            after={**applied.counts(), "resource_version": resource_version},
+            note="; ".join(applied.skipped[:10]),
+        )
+    return applied
+
+
+def _held_reason(cluster: Cluster, objects: list[Any], list_started_at: Any) -> str:
+    """The guard's verdict on applying ``objects`` as the whole inventory of ``cluster``."""
+    stored = dict(Node.objects.filter(cluster=cluster).values_list("name", "last_seen"))
+    listed = {name for name in map(object_name, objects) if name}
+    # Nodes a watch event wrote while the list was in flight are kept anyway (nodes_apply).
+    removed = sum(
+        1 for name, seen in stored.items() if name not in listed and seen < list_started_at
+    )
+    return (
+        held_reason(
+            stored=len(stored), removed=removed, max_share=settings.INVENTORY_MAX_REMOVAL_SHARE
+        )
+        or ""
+    )
+
+
 def sync_cluster(
-    *, cluster_id: int, api: client.CoreV1Api | None = None, page_size: int = PAGE_SIZE
+    *,
+    cluster_id: int,
+    api: client.CoreV1Api | None = None,
+    page_size: int = PAGE_SIZE,
+    confirm_removal: bool = False,
 ) -> SyncResult:
     """List every node of a Kubernetes cluster and make the inventory equal to the list.
 
     Raises ClusterGone, SyncInProgress, or a KubeError (AuthError, TransientError, ...) after
     recording the error on the cluster. Unchanged nodes are not written, so a second run with
     no change in the cluster writes no node row and does not bump the snapshot revision.
+    A list that would remove more than ``INVENTORY_MAX_REMOVAL_SHARE`` of the nodes (always: an
+    empty list) is not applied unless ``confirm_removal``: the cluster is marked ``held`` and
+    the result says why (inventory.guard).
     """
     cluster = Cluster.objects.filter(pk=cluster_id, source=ClusterSource.KUBERNETES).first()
     if cluster is None:
@@ -148,31 +208,15 @@ def sync_cluster(
             # Serialises with the watcher's batches (it takes the same row lock), and nodes a
             # watch event wrote while this list was in flight are newer than the list: kept.
             lock_cluster_row(cluster_id)
-            applied = nodes_apply(
-                cluster=cluster,
-                objects=objects,
-                replace=True,
-                resource_version=resource_version,
-                trust_resource_version=True,
-                keep_written_since=list_started_at,
-            )
-            finished = timezone.now()
-            Cluster.objects.filter(pk=cluster_id).update(
-                sync_state=SyncState.OK,
-                sync_finished_at=finished,
-                last_success_at=finished,
-                sync_error="",
-                **applied.status_fields(),
-            )
-            if applied.wrote:
-                audit_record(
-                    actor=None,
-                    action=AuditAction.SYNC,
-                    object_type="cluster",
-                    object_name=cluster.name,
-                    after={**applied.counts(), "resource_version": resource_version},
-                    note="; ".join(applied.skipped[:10]),
+            held = "" if confirm_removal else _held_reason(cluster, objects, list_started_at)
+            if held:
+                Cluster.objects.filter(pk=cluster_id).update(
+                    sync_state=SyncState.HELD, sync_finished_at=timezone.now(), sync_error=held
                 )
+                # The extender's snapshot carries the sync state (its held gauge reads it).
+                bump_snapshot_revision(f"inventory {cluster.name} held")
+            else:
+                applied = _apply(cluster, objects, resource_version, list_started_at)
     except Exception as exc:
         error = _error_for(exc)
         logger.warning("sync of cluster %s failed: %s", cluster.name, error)
@@ -183,6 +227,17 @@ def sync_cluster(
     finally:
         if own_api and api is not None:
             api.api_client.close()
+    if held:
+        logger.warning("sync of cluster %s %s", cluster.name, held)
+        return SyncResult(
+            cluster=cluster.name,
+            seen=len(objects),
+            resource_version=resource_version,
+            pages=pages,
+            seconds=round(time.monotonic() - started, 3),
+            list_seconds=round(listed - started, 3),
+            held=held,
+        )
     result = SyncResult(
         cluster=cluster.name,
         seen=applied.seen,

@@ -60,10 +60,13 @@ def dispatch_due_syncs() -> list[int]:
     soft_time_limit=SYNC_SOFT_TIME_LIMIT,
     time_limit=SYNC_TIME_LIMIT,
 )
-def sync_cluster(self: Any, cluster_id: int) -> dict[str, Any]:
-    """Sync one cluster's nodes; transient API errors are retried with backoff, others not."""
+def sync_cluster(self: Any, cluster_id: int, confirm_removal: bool = False) -> dict[str, Any]:
+    """Sync one cluster's nodes; transient API errors are retried with backoff, others not.
+
+    ``confirm_removal`` applies a list the mass-removal guard would hold (inventory.guard).
+    """
     try:
-        result = sync_service.sync_cluster(cluster_id=cluster_id)
+        result = sync_service.sync_cluster(cluster_id=cluster_id, confirm_removal=confirm_removal)
     except sync_service.ClusterGone:
         return {"status": "gone", "cluster_id": cluster_id}
     except sync_service.SyncInProgress as exc:
@@ -74,7 +77,8 @@ def sync_cluster(self: Any, cluster_id: int) -> dict[str, Any]:
     except KubeError as exc:
         # Auth and configuration errors need an operator; the error is on the cluster row.
         return {"status": "error", "cluster_id": cluster_id, "error": str(exc)}
-    return {"status": "ok", "cluster_id": cluster_id, **result.as_dict()}
+    status = "held" if result.held else "ok"
+    return {"status": status, "cluster_id": cluster_id, **result.as_dict()}
 
 
 app.add_periodic_task(

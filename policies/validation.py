@@ -21,6 +21,7 @@ from policies.engine.selectors import (
     label_selector_from_dict,
     requirement_errors,
 )
+from portal import limits
 
 POLICY_MODES = ("enforce", "dry-run")
 FILTER_KINDS = ("label", "resource", "condition", "name")
@@ -158,6 +159,12 @@ def _label_requirement(rule: Mapping, prefix: str, errs: _Errors) -> dict:
     values = rule.get("values")
     if values is None:
         values = []
+    if isinstance(values, list) and len(values) > limits.MAX_VALUES_PER_RULE:
+        errs.add(
+            join(prefix, "values"),
+            f"At most {limits.MAX_VALUES_PER_RULE} values (limit MAX_VALUES_PER_RULE).",
+        )
+        return {"key": rule.get("key", ""), "operator": rule.get("operator", ""), "values": []}
     errs.extend(
         requirement_errors(
             rule.get("key", ""), rule.get("operator", ""), values, operators=NODE_OPERATORS
@@ -288,6 +295,9 @@ def _rules(data: Mapping, key: str, cleaner: Any, errs: _Errors) -> list[dict]:
     if not isinstance(rules, list):
         errs.add(key, "Must be a list of rules.")
         return []
+    if len(rules) > limits.MAX_RULES_PER_POLICY:
+        errs.add(key, f"At most {limits.MAX_RULES_PER_POLICY} rules (limit MAX_RULES_PER_POLICY).")
+        return []
     out = []
     for i, rule in enumerate(rules):
         try:
@@ -334,7 +344,7 @@ def clean_policy(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> di
                 errs.add(path, msg)
     content = {
         "name": data.get("name"),
-        "description": _text(data, "description", errs),
+        "description": _text(data, "description", errs, max_len=limits.MAX_DESCRIPTION_CHARS),
         "cluster": cluster or None,
         "enabled": _bool(data, "enabled", True, errs),
         "mode": mode,
@@ -387,14 +397,21 @@ def clean_label_assignment(data: Any, *, extra_fields: frozenset[str] = frozense
     if not isinstance(labels, Mapping) or not labels:
         errs.add("labels", "At least one label is required, as an object of key: value.")
         labels = {}
+    elif len(labels) > limits.MAX_LABELS_PER_ASSIGNMENT:
+        errs.add(
+            "labels",
+            f"At most {limits.MAX_LABELS_PER_ASSIGNMENT} labels (limit MAX_LABELS_PER_ASSIGNMENT).",
+        )
     else:
         errs.extend(labels_errors(labels), "labels")
+    description = _text(data, "description", errs, max_len=limits.MAX_DESCRIPTION_CHARS)
+    enabled = _bool(data, "enabled", True, errs)
     errs.raise_if_any()
     return {
         "name": data["name"],
         "cluster": cluster or None,
-        "description": _text(data, "description", errs),
-        "enabled": _bool(data, "enabled", True, errs),
+        "description": description,
+        "enabled": enabled,
         "priority": priority,
         "node_selector": {
             "node_names": list(selector.get("node_names") or []),

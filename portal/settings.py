@@ -188,6 +188,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "portal.api.errors.api_exception_handler",
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scheduling Policy Portal API",
@@ -234,6 +239,9 @@ EXTENDER_MAX_CONNECTIONS = env_int("EXTENDER_MAX_CONNECTIONS", 500)
 EXTENDER_MAX_CONNECTIONS_PER_CLIENT = env_int("EXTENDER_MAX_CONNECTIONS_PER_CLIENT", 32)
 # Who may call the extender (comma-separated CIDRs; empty: anyone who reaches the port) and
 # who may call its bind verb (empty: the same list). docs/threat-model.md.
+# A sync that would remove more than this share of a cluster's nodes (always: all of them) is
+# held for an operator's confirmation instead of applied (inventory.guard).
+INVENTORY_MAX_REMOVAL_SHARE = float(os.environ.get("INVENTORY_MAX_REMOVAL_SHARE", "0.5"))
 EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")
 EXTENDER_BIND_ALLOWED_CIDRS = os.environ.get("EXTENDER_BIND_ALLOWED_CIDRS", "")
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
@@ -255,7 +263,9 @@ STORAGES = {
         )
     },
 }
-DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 64 * 1024 * 1024)
+# The outer bound on any request body Django reads (a 5,000-node NodeList import); the API's
+# parsers hold every other document to portal.limits.MAX_DOCUMENT_BYTES (4 MiB).
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 128 * 1024 * 1024)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
 
 # --- Security -------------------------------------------------------------------------------

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 from django.urls import path
-from rest_framework.parsers import JSONParser
 from rest_framework.routers import SimpleRouter
 
 from inventory.api import views
-from portal.api.formats import TextYAMLParser, XYAMLParser, YAMLParser
+from portal.api.formats import NodeListTextYAMLParser, NodeListXYAMLParser, NodeListYAMLParser
+from portal.api.parsers import NodeListJSONParser
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet, basename="cluster")
 
-NODE_LIST_PARSERS = [JSONParser, YAMLParser, XYAMLParser, TextYAMLParser]
+NODE_LIST_PARSERS = [
+    NodeListJSONParser,
+    NodeListYAMLParser,
+    NodeListXYAMLParser,
+    NodeListTextYAMLParser,
+]
 
 urlpatterns = [
     *router.urls,

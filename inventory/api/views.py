@@ -60,7 +60,11 @@ class ClusterViewSet(ContentViewSet):
             202: SyncQueuedSerializer,
             503: OpenApiResponse(DETAIL_SCHEMA, description="The task queue is unreachable."),
         },
-        description="Queue a sync of a `kubernetes` cluster now (static clusters: 400).",
+        description=(
+            "Queue a sync of a `kubernetes` cluster now (static clusters: 400). With "
+            '`{"confirm_removal": true}` a list that would remove most of the inventory '
+            "(a held sync) is applied."
+        ),
     )
     @action(detail=True, methods=["post"], filterset_class=None, pagination_class=None)
     def sync(self, request: Request, name: str | None = None) -> Response:
@@ -76,8 +80,13 @@ class ClusterViewSet(ContentViewSet):
             )
         from inventory.tasks import sync_cluster
 
+        confirm = (
+            request.data.get("confirm_removal", False) if hasattr(request.data, "get") else False
+        )
+        if not isinstance(confirm, bool):
+            raise ContentError({"confirm_removal": ["Must be true or false."]})
         try:
-            result = sync_cluster.delay(cluster.pk)
+            result = sync_cluster.delay(cluster.pk, confirm_removal=confirm)
         except Exception as exc:  # broker errors differ per transport; all mean "not queued"
             logger.warning("could not queue sync of %s: %s", cluster.name, exc)
             return Response(

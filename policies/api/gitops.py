@@ -8,7 +8,6 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -26,6 +25,7 @@ from portal.api.formats import (
     negotiated_format,
     yaml_dump,
 )
+from portal.api.parsers import BoundedJSONParser
 from portal.api.permissions import ActionPermissions
 from portal.api.schema import PortalAutoSchema
 
@@ -111,7 +111,7 @@ class SimulateView(NulGuardMixin, APIView):
 
     permission_classes = [ActionPermissions]
     required_permissions = ["policies.view_policy", "inventory.view_node"]
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
     schema = PortalAutoSchema()
 
     @extend_schema(request=SimulateRequestSerializer, responses={200: SimulateResultSerializer})
@@ -201,7 +201,7 @@ class ApplyView(NulGuardMixin, APIView):
         for model in ("policy", "labelassignment")
         for perm in ("view", "add", "change", "delete")
     ]
-    parser_classes = [JSONParser, YAMLParser, XYAMLParser, TextYAMLParser]
+    parser_classes = [BoundedJSONParser, YAMLParser, XYAMLParser, TextYAMLParser]
     schema = PortalAutoSchema()
 
     @extend_schema(

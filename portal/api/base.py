@@ -19,13 +19,13 @@ from typing import Any
 from django.db import models
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.pagination import LimitOffsetPagination
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from policies.services import VersionConflict
 from policies.validation import ContentError
 from portal.api.errors import NON_FIELD, PreconditionFailed, StaleVersion, content_error_detail
+from portal.api.parsers import BoundedJSONParser
 from portal.api.permissions import PortalModelPermissions
 from portal.api.schema import PortalAutoSchema
 
@@ -143,7 +143,7 @@ class PortalViewSetMixin(NulGuardMixin):
 
     permission_classes = [PortalModelPermissions]
     pagination_class = PortalPagination
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
     schema = PortalAutoSchema()
 
 

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, IntegrityError
 from rest_framework import exceptions, status
@@ -25,6 +26,7 @@ from rest_framework.views import set_rollback
 
 from policies.services import VersionConflict
 from policies.validation import ContentError
+from portal import limits
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +117,14 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
             {"detail": str(exc.detail), "current_version": exc.current_version},
             status=exc.status_code,
         )
+    if isinstance(exc, RequestDataTooBig):
+        return Response(
+            {
+                "detail": f"The request body is larger than {limits.MAX_DOCUMENT_BYTES} bytes.",
+                "limit": "MAX_DOCUMENT_BYTES",
+            },
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
     if isinstance(exc, DjangoValidationError):
         set_rollback()
         return Response(_django_validation_detail(exc), status=status.HTTP_400_BAD_REQUEST)
@@ -135,4 +145,13 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(exc, exceptions.ValidationError):
         response.data = flatten_errors(response.data)
+    if response is None:
+        # Not a client error: a bug or an outage. Logged with its traceback; the client gets
+        # JSON that names neither (no stack, no database host).
+        set_rollback()
+        logger.error("unhandled error in %s", context.get("view"), exc_info=exc)
+        return Response(
+            {"detail": "Internal error; it has been logged. Retry, or report it."},
+            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
     return response

@@ -9,6 +9,9 @@ from rest_framework.exceptions import NotAcceptable, ParseError, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
+from portal import limits
+from portal.api.parsers import read_bounded
+
 
 class _NoAliasLoader(yaml.SafeLoader):
     """Safe YAML without anchors and aliases: a few aliased lines can stand for billions of
@@ -23,8 +26,31 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+def _yaml_depth_error(text: str | bytes) -> str | None:
+    """Walk the event stream (no recursion, no objects built) and measure the nesting."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > limits.MAX_DEPTH:
+                return (
+                    f"The document nests deeper than {limits.MAX_DEPTH} levels (limit MAX_DEPTH)."
+                )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            return "YAML aliases (*name) are not accepted."
+    return None
+
+
 def yaml_load(text: str | bytes) -> Any:
-    """One YAML document, safely and without aliases."""
+    """One YAML document, safely, without aliases and within ``MAX_DEPTH``.
+
+    Raises ``yaml.YAMLError`` for bad YAML, aliases and documents nested too deep.
+    """
+    problem = _yaml_depth_error(text)
+    if problem:
+        raise yaml.YAMLError(problem)
     return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass: safe
 
 
@@ -33,9 +59,13 @@ class YAMLParser(BaseParser):
 
     media_type = "application/yaml"
 
+    max_bytes = limits.MAX_DOCUMENT_BYTES
+    limit_name = "MAX_DOCUMENT_BYTES"
+
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        data = read_bounded(stream, self.max_bytes, self.limit_name)
         try:
-            return yaml_load(stream.read())
+            return yaml_load(data)
         except yaml.YAMLError as exc:
             raise ParseError(f"YAML parse error - {str(exc).splitlines()[0]}") from None
 
@@ -45,6 +75,21 @@ class XYAMLParser(YAMLParser):
 
 
 class TextYAMLParser(YAMLParser):
+    media_type = "text/yaml"
+
+
+class NodeListYAMLParser(YAMLParser):
+    """A NodeList import in YAML: room for 5,000 whole node objects."""
+
+    max_bytes = limits.MAX_NODE_LIST_BYTES
+    limit_name = "MAX_NODE_LIST_BYTES"
+
+
+class NodeListXYAMLParser(NodeListYAMLParser):
+    media_type = "application/x-yaml"
+
+
+class NodeListTextYAMLParser(NodeListYAMLParser):
     media_type = "text/yaml"
 
 

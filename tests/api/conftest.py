@@ -99,7 +99,7 @@ def fresh_snapshot(monkeypatch):
 
 @pytest.fixture
 def queued_syncs(monkeypatch) -> list[int]:
-    """``sync_cluster.delay`` recorded instead of sent to a broker."""
+    """``sync_cluster.delay`` recorded instead of sent to a broker (negative: confirm_removal)."""
     from inventory import tasks
 
     calls: list[int] = []
@@ -107,8 +107,8 @@ def queued_syncs(monkeypatch) -> list[int]:
     class _Result:
         id = "task-0001"
 
-    def fake_delay(cluster_id: int) -> _Result:
-        calls.append(cluster_id)
+    def fake_delay(cluster_id: int, confirm_removal: bool = False) -> _Result:
+        calls.append(-cluster_id if confirm_removal else cluster_id)
         return _Result()
 
     monkeypatch.setattr(tasks.sync_cluster, "delay", fake_delay)

@@ -118,10 +118,21 @@ def test_sync_queues_a_task_for_kubernetes_clusters(editor, world, queued_syncs)
     assert queued_syncs == [Cluster.objects.get(name="kube").pk]
 
 
+def test_sync_can_confirm_a_held_removal(editor, world, queued_syncs):
+    from inventory.models import Cluster
+
+    response = editor.post("/api/v1/clusters/kube/sync/", {"confirm_removal": True}, format="json")
+    assert response.status_code == 202
+    assert queued_syncs == [-Cluster.objects.get(name="kube").pk]
+    response = editor.post("/api/v1/clusters/kube/sync/", {"confirm_removal": "y"}, format="json")
+    assert response.status_code == 400
+    assert "confirm_removal" in response.json()
+
+
 def test_sync_reports_an_unreachable_queue(editor, world, monkeypatch):
     from inventory import tasks
 
-    def broken(cluster_id: int) -> None:
+    def broken(cluster_id: int, confirm_removal: bool = False) -> None:
         raise ConnectionError("broker down")
 
     monkeypatch.setattr(tasks.sync_cluster, "delay", broken)

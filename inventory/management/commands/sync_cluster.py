@@ -16,6 +16,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("cluster", help="Name of a Kubernetes cluster.")
+        parser.add_argument(
+            "--confirm-removal",
+            action="store_true",
+            help="Apply a list that removes most of the inventory (a held sync).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         cluster = Cluster.objects.filter(name=options["cluster"]).first()
@@ -24,11 +29,15 @@ class Command(BaseCommand):
         if cluster.source != ClusterSource.KUBERNETES:
             raise CommandError(f"Cluster {cluster.name!r} is static: use import_nodes.")
         try:
-            result = sync_cluster(cluster_id=cluster.pk)
+            result = sync_cluster(cluster_id=cluster.pk, confirm_removal=options["confirm_removal"])
         except SyncInProgress:
             raise CommandError(f"A sync of {cluster.name!r} is already running.") from None
         except KubeError as exc:
             raise CommandError(f"Sync of {cluster.name!r} failed: {exc}") from None
+        if result.held:
+            raise CommandError(
+                f"{result.cluster}: {result.held}. Rerun with --confirm-removal to apply it."
+            )
         self.stdout.write(
             f"{result.cluster}: {result.seen} nodes ({result.added} added, {result.changed} "
             f"changed, {result.removed} removed) at resourceVersion {result.resource_version} "

@@ -1,0 +1,54 @@
+"""One input-size policy for every entry point (API, apply, admin forms and uploads, imports).
+
+The numbers are far above what real policies and inventories need and far below what makes a
+process slow or large; each refusal names the limit (docs/operations.md, "Input limits").
+Plain constants and checks: imports nothing of the portal's apps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Bytes of one request or uploaded document (the extender has its own, larger limit).
+MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
+# A NodeList import: whole node objects, ~13 KB each; room for 5,000 nodes.
+MAX_NODE_LIST_BYTES = 128 * 1024 * 1024
+# Levels of nested objects/lists (a policy needs about 6).
+MAX_DEPTH = 32
+MAX_RULES_PER_POLICY = 200
+MAX_VALUES_PER_RULE = 1000
+MAX_DESCRIPTION_CHARS = 10_000
+MAX_LABELS_PER_ASSIGNMENT = 200
+MAX_NODE_NAMES_PER_SELECTOR = 1000
+
+
+class LimitExceeded(ValueError):
+    """An input over one of the limits; ``status`` is the HTTP status that reports it."""
+
+    def __init__(self, message: str, *, limit: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.status = status
+
+
+def nesting_depth_error(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
+    """A message when ``value`` nests objects/lists deeper than ``max_depth``; iterative."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > max_depth:
+            return f"The document nests deeper than {max_depth} levels (limit MAX_DEPTH)."
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def check_depth(value: Any) -> None:
+    message = nesting_depth_error(value)
+    if message:
+        raise LimitExceeded(message, limit="MAX_DEPTH")

@@ -224,12 +224,21 @@ class ContentViewSet(
         instance = self.create_object(serializer.validated_data)
         return self.respond(self.reload(instance), status.HTTP_201_CREATED)
 
+    # A PATCH without a version is merged onto the stored content and written only if that
+    # content is still current (compare-and-swap on the version it was merged onto); on a race
+    # it is merged again onto the newer content, so a concurrent PATCH of another field is
+    # never reverted.
+    PATCH_MERGE_ATTEMPTS = 5
+
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         partial = kwargs.pop("partial", False)
         instance = self.get_object()
         serializer = self.get_serializer(instance, data=request.data, partial=partial)
         serializer.is_valid(raise_exception=True)
         content = serializer.validated_data
+        explicit = serializer.control_values.get("version") is not None
+        if self.versioned and partial and not explicit and parse_if_match(request) is None:
+            return self.respond(self.reload(self._merge_and_swap(request, instance, content)))
         if self.versioned:
             body_version = serializer.control_values.get("version")
             updated = self.run_versioned(
@@ -240,6 +249,20 @@ class ContentViewSet(
         else:
             updated = self.update_object(instance, content, None)
         return self.respond(self.reload(updated))
+
+    def _merge_and_swap(self, request: Request, instance: Any, content: dict) -> Any:
+        for _ in range(self.PATCH_MERGE_ATTEMPTS):
+            try:
+                return self.update_object(instance, content, instance.version)
+            except VersionConflict:
+                instance = self.get_object()
+                serializer = self.get_serializer(instance, data=request.data, partial=True)
+                serializer.is_valid(raise_exception=True)
+                content = serializer.validated_data
+        current = self.get_object().version
+        raise StaleVersion(
+            "The object kept changing while this PATCH was applied; retry it.", current
+        )
 
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         kwargs["partial"] = True

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from portal.roles import ROLES
+from portal.roles import ROLES, sync_roles
 
 
 def _user_with_role(role: str):
@@ -26,6 +27,9 @@ def token_client(user) -> APIClient:
 
 @pytest.fixture
 def role_users(db) -> dict:
+    # A transactional test flushes the tables, and the permissions Django re-creates after a
+    # flush are no longer linked to the role groups: link them again.
+    sync_roles(django_apps)
     return {role: _user_with_role(role) for role in ROLES}
 
 

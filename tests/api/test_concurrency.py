@@ -199,7 +199,7 @@ def test_concurrent_patches_of_different_fields_lose_nothing(two_editors):
         barrier = threading.Barrier(2)
         results: dict[str, int] = {}
 
-        def patch(label: str, client, body) -> None:
+        def patch(label: str, client, body, barrier=barrier, results=results) -> None:
             try:
                 barrier.wait(timeout=10)
                 response = client.patch("/api/v1/policies/gpu-only/", body, format="json")

@@ -9,6 +9,7 @@ with ``spec.schedulerName``.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,7 +24,13 @@ from policies.validation import ContentError
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 VERBS = ("filter", "prioritize", "preempt", "bind")
 DEFAULT_VERBS = ("filter", "prioritize", "preempt")
-DEFAULT_KUBE_VERSION = "v1.31.0"
+# kube-scheduler releases the generated configuration is checked against (its v1 types and the
+# Deployment's schema): the image tag must be one of these minor lines.
+SUPPORTED_KUBE_MINORS = ("v1.35", "v1.36", "v1.37")
+DEFAULT_KUBE_VERSION = "v1.37.0"
+# Where a kubeadm control plane keeps kube-scheduler's kubeconfig (static-pod variant).
+KUBEADM_SCHEDULER_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
+SCHEDULER_UID = 65532
 DEFAULT_SCHEDULER_NAME = "portal-scheduler"
 DEFAULT_NAMESPACE = "kube-system"
 CONFIG_FILE = "scheduler-config.yaml"
@@ -83,6 +90,10 @@ class SchedulerConfigOptions:
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     namespace: str = DEFAULT_NAMESPACE
     kube_version: str = DEFAULT_KUBE_VERSION
+    # clientConnection.kubeconfig: with --config, kube-scheduler ignores --kubeconfig.
+    kubeconfig: str = ""
+    # tlsConfig.caFile when the extender is served over https with a private CA.
+    ca_file: str = ""
 
 
 def _bool(raw: str | None, default: bool, name: str, errors: dict) -> bool:
@@ -153,8 +164,21 @@ def parse_options(
     if dns1123_label_errors(namespace):
         errors["namespace"] = ["Must be a namespace name (DNS-1123 label)."]
     kube_version = query.get("kube_version") or DEFAULT_KUBE_VERSION
-    if not _KUBE_VERSION.fullmatch(kube_version):
-        errors["kube_version"] = ["Must be a release tag such as v1.31.0."]
+    if not _KUBE_VERSION.fullmatch(kube_version) or not kube_version.startswith(
+        tuple(f"{minor}." for minor in SUPPORTED_KUBE_MINORS)
+    ):
+        errors["kube_version"] = [
+            f"Must be a release tag of {', '.join(SUPPORTED_KUBE_MINORS)} "
+            f"such as {DEFAULT_KUBE_VERSION}."
+        ]
+    kubeconfig = (query.get("kubeconfig") or "").strip()
+    if kubeconfig and not kubeconfig.startswith("/"):
+        errors["kubeconfig"] = ["Must be an absolute path on the scheduler's host or pod."]
+    ca_file = (query.get("ca_file") or "").strip()
+    if ca_file and not ca_file.startswith("/"):
+        errors["ca_file"] = ["Must be an absolute path on the scheduler's host or pod."]
+    elif ca_file and not base_url.startswith("https://"):
+        errors["ca_file"] = ["Needs an https:// base_url."]
 
     node_cache_capable = _bool(query.get("node_cache_capable"), True, "node_cache_capable", errors)
     ignorable = _bool(query.get("ignorable"), True, "ignorable", errors)
@@ -171,6 +195,8 @@ def parse_options(
         scheduler_name=scheduler_name,
         namespace=namespace,
         kube_version=kube_version,
+        kubeconfig=kubeconfig,
+        ca_file=ca_file,
     )
 
 
@@ -185,6 +211,8 @@ def extender_stanza(cluster_name: str, options: SchedulerConfigOptions) -> dict:
         stanza["weight"] = options.weight
     if options.base_url.startswith("https://"):
         stanza["enableHTTPS"] = True
+        if options.ca_file:
+            stanza["tlsConfig"] = {"caFile": options.ca_file}
     stanza["httpTimeout"] = options.http_timeout
     stanza["nodeCacheCapable"] = options.node_cache_capable
     if options.managed_resources:
@@ -200,6 +228,8 @@ def scheduler_configuration(
 ) -> dict:
     """A whole KubeSchedulerConfiguration document using the extender."""
     config: dict = {"apiVersion": API_VERSION, "kind": "KubeSchedulerConfiguration"}
+    if options.kubeconfig:
+        config["clientConnection"] = {"kubeconfig": options.kubeconfig}
     if leader:
         # A lease of its own, so it never competes with the default scheduler's.
         config["leaderElection"] = {
@@ -219,7 +249,11 @@ def second_scheduler_bundle(cluster_name: str, options: SchedulerConfigOptions) 
     meta = {"name": name, "namespace": ns, "labels": labels}
     sa_subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
     config = scheduler_configuration(cluster_name, options, scheduler_name=name, leader=True)
+    config_text = yaml.safe_dump(config, sort_keys=False)
+    # A changed ConfigMap changes the pod template, so the Deployment rolls.
+    checksum = hashlib.sha256(config_text.encode()).hexdigest()
     probe = {"httpGet": {"path": "/healthz", "port": 10259, "scheme": "HTTPS"}}
+    selector = {"app.kubernetes.io/name": name}
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
         {
@@ -294,19 +328,48 @@ def second_scheduler_bundle(cluster_name: str, options: SchedulerConfigOptions) 
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {**meta, "name": f"{name}-config"},
-            "data": {CONFIG_FILE: yaml.safe_dump(config, sort_keys=False)},
+            "data": {CONFIG_FILE: config_text},
+        },
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": meta,
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}},
         },
         {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": meta,
             "spec": {
-                "replicas": 1,
-                "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                # Two replicas, one leader (leader election above): a standby takes over.
+                "replicas": 2,
+                "selector": {"matchLabels": selector},
                 "template": {
-                    "metadata": {"labels": labels},
+                    "metadata": {
+                        "labels": {**labels, "policy-portal.io/scheduler": "true"},
+                        "annotations": {"policy-portal.io/config-sha256": checksum},
+                    },
                     "spec": {
                         "serviceAccountName": name,
+                        "securityContext": {
+                            "runAsNonRoot": True,
+                            "runAsUser": SCHEDULER_UID,
+                            "runAsGroup": SCHEDULER_UID,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "affinity": {
+                            "podAntiAffinity": {
+                                "preferredDuringSchedulingIgnoredDuringExecution": [
+                                    {
+                                        "weight": 100,
+                                        "podAffinityTerm": {
+                                            "topologyKey": "kubernetes.io/hostname",
+                                            "labelSelector": {"matchLabels": selector},
+                                        },
+                                    }
+                                ]
+                            }
+                        },
                         "containers": [
                             {
                                 "name": "kube-scheduler",
@@ -317,25 +380,48 @@ def second_scheduler_bundle(cluster_name: str, options: SchedulerConfigOptions) 
                                 ],
                                 "livenessProbe": {**probe, "initialDelaySeconds": 15},
                                 "readinessProbe": probe,
-                                "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}},
+                                "resources": {
+                                    "requests": {"cpu": "100m", "memory": "128Mi"},
+                                    "limits": {"cpu": "1", "memory": "512Mi"},
+                                },
                                 "securityContext": {
                                     "privileged": False,
                                     "allowPrivilegeEscalation": False,
-                                    "runAsNonRoot": True,
-                                    "runAsUser": 65532,
+                                    "readOnlyRootFilesystem": True,
+                                    "capabilities": {"drop": ["ALL"]},
                                 },
                                 "volumeMounts": [
                                     {
                                         "name": "config",
                                         "mountPath": f"/etc/kubernetes/{name}",
                                         "readOnly": True,
-                                    }
+                                    },
+                                    {"name": "tmp", "mountPath": "/tmp"},
                                 ],
                             }
                         ],
-                        "volumes": [{"name": "config", "configMap": {"name": f"{name}-config"}}],
+                        "volumes": [
+                            {"name": "config", "configMap": {"name": f"{name}-config"}},
+                            {"name": "tmp", "emptyDir": {}},
+                        ],
                     },
                 },
             },
         },
     ]
+
+
+def loopback_warning(base_url: str, *, from_request: bool) -> str:
+    """Why ``base_url`` will not work from kube-scheduler, or "" when it may."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    if host in ("localhost", "::1") or host.startswith("127."):
+        return (
+            f"urlPrefix uses {host}, a loopback address kube-scheduler cannot reach from its "
+            "pod: set EXTENDER_EXTERNAL_URL (or pass base_url)"
+        )
+    if from_request:
+        return (
+            "urlPrefix was taken from this request's host; set EXTENDER_EXTERNAL_URL to the "
+            "extender's address as kube-scheduler reaches it (or pass base_url)"
+        )
+    return ""

@@ -237,6 +237,11 @@ EXTENDER_THREADS = env_int("EXTENDER_THREADS", 8)
 EXTENDER_READ_TIMEOUT_SECONDS = env_int("EXTENDER_READ_TIMEOUT_SECONDS", 5)
 EXTENDER_MAX_CONNECTIONS = env_int("EXTENDER_MAX_CONNECTIONS", 500)
 EXTENDER_MAX_CONNECTIONS_PER_CLIENT = env_int("EXTENDER_MAX_CONNECTIONS_PER_CLIENT", 32)
+# The extender's address as kube-scheduler reaches it, and the portal's own: the generated
+# scheduler configuration's urlPrefix (EXTENDER_EXTERNAL_URL first; without either, the host of
+# the request, with a warning).
+EXTENDER_EXTERNAL_URL = os.environ.get("EXTENDER_EXTERNAL_URL", "")
+PORTAL_EXTERNAL_URL = os.environ.get("PORTAL_EXTERNAL_URL", "")
 # Who may call the extender (comma-separated CIDRs; empty: anyone who reaches the port) and
 # who may call its bind verb (empty: the same list). docs/threat-model.md.
 # A sync that would remove more than this share of a cluster's nodes (always: all of them) is

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -16,6 +17,7 @@ from extender.scheduler_config import (
     DEFAULT_KUBE_VERSION,
     DEFAULT_NAMESPACE,
     DEFAULT_SCHEDULER_NAME,
+    loopback_warning,
     parse_options,
     scheduler_configuration,
     second_scheduler_bundle,
@@ -116,10 +118,12 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
         bundle = query.get("bundle")
         if bundle not in (None, "", "second-scheduler"):
             errors["bundle"] = ["The only bundle is second-scheduler."]
+        configured = settings.EXTENDER_EXTERNAL_URL or settings.PORTAL_EXTERNAL_URL
+        default_base_url = configured or request.build_absolute_uri("/")
         try:
             options = parse_options(
                 query,
-                default_base_url=request.build_absolute_uri("/"),
+                default_base_url=default_base_url,
                 bind_enabled=cluster.bind_enabled,
             )
         except ContentError as exc:
@@ -132,13 +136,25 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
             documents = scheduler_configuration(
                 cluster.name, options, scheduler_name="default-scheduler", leader=False
             )
+        warning = loopback_warning(
+            options.base_url, from_request=not configured and not query.get("base_url")
+        )
         if fmt == "json":
             # Several manifests travel as a v1 List, which `kubectl apply -f` reads.
             if bundle:
-                return Response({"apiVersion": "v1", "kind": "List", "items": documents})
-            return Response(documents)
+                reply = Response({"apiVersion": "v1", "kind": "List", "items": documents})
+            else:
+                reply = Response(documents)
+            if warning:
+                reply["Warning"] = f'299 - "{warning}"'
+            return reply
         text = yaml_dump_all(documents) if bundle else yaml_dump(documents)
+        if warning:
+            text = f"# WARNING: {warning}\n{text}"
         response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
+        if warning:
+            response["Warning"] = f'299 - "{warning}"'
+
         suffix = "-second-scheduler" if bundle else ""
         response["Content-Disposition"] = (
             f'inline; filename="{cluster.name}-scheduler-config{suffix}.yaml"'

@@ -3,6 +3,7 @@ kube-scheduler's decoder)."""
 
 from __future__ import annotations
 
+import kubernetes_validate
 import pytest
 import yaml
 
@@ -153,7 +154,7 @@ def test_second_scheduler_bundle(viewer):
     make_cluster("prod")
     response = viewer.get(
         URL.format("prod")
-        + "?bundle=second-scheduler&base_url=http://portal.portal.svc:8000&kube_version=v1.30.4"
+        + "?bundle=second-scheduler&base_url=http://portal.portal.svc:8000&kube_version=v1.36.2"
     )
     assert response.status_code == 200
     documents = list(yaml.safe_load_all(response.content))
@@ -167,6 +168,7 @@ def test_second_scheduler_bundle(viewer):
         "Role",
         "ConfigMap",
         "Deployment",
+        "PodDisruptionBudget",
     }
     (account,) = by_kind["ServiceAccount"]
     name, namespace = account["metadata"]["name"], account["metadata"]["namespace"]
@@ -199,7 +201,7 @@ def test_second_scheduler_bundle(viewer):
     pod_spec = deployment["spec"]["template"]["spec"]
     assert pod_spec["serviceAccountName"] == name
     (container,) = pod_spec["containers"]
-    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.30.4"
+    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.36.2"
     config_flag = next(a for a in container["command"] if a.startswith("--config="))
     mount = container["volumeMounts"][0]["mountPath"]
     assert config_flag == f"--config={mount}/scheduler-config.yaml"
@@ -264,3 +266,70 @@ def test_json_bundle_is_a_v1_list_and_yaml_has_no_anchors(viewer):
     assert "&id" not in text
     assert "*id" not in text
     assert list(yaml.safe_load_all(text)) == listed["items"]
+
+
+def test_every_bundle_object_validates_strictly_and_the_scheduler_is_hardened(viewer):
+    make_cluster("prod")
+    route = URL.format("prod") + "?bundle=second-scheduler&base_url=http://portal.svc:8001"
+    documents = list(yaml.safe_load_all(viewer.get(route).content))
+    for document in documents:
+        kubernetes_validate.validate(document, "1.35.0", strict=True)
+    (deployment,) = [d for d in documents if d["kind"] == "Deployment"]
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert set(container["resources"]) == {"requests", "limits"}
+    assert pod["affinity"]["podAntiAffinity"]
+    (budget,) = [d for d in documents if d["kind"] == "PodDisruptionBudget"]
+    assert budget["spec"]["selector"] == spec["selector"]
+    # A different configuration changes the pod template, so the Deployment rolls.
+    other = list(yaml.safe_load_all(viewer.get(route + "&weight=7").content))
+    (changed,) = [d for d in other if d["kind"] == "Deployment"]
+    annotation = "policy-portal.io/config-sha256"
+    before = spec["template"]["metadata"]["annotations"][annotation]
+    assert changed["spec"]["template"]["metadata"]["annotations"][annotation] != before
+
+
+@pytest.mark.parametrize("version", ["v1.99.99", "v1.31.0", "v1.37", "1.36.0"])
+def test_unsupported_kube_versions_are_refused(viewer, version):
+    make_cluster("prod")
+    response = viewer.get(URL.format("prod") + f"?bundle=second-scheduler&kube_version={version}")
+    assert response.status_code == 400
+    assert "kube_version" in response.json()
+
+
+def test_kubeconfig_and_ca_file(viewer):
+    make_cluster("prod")
+    query = (
+        "?base_url=https://portal.example.com:8001&kubeconfig=/etc/kubernetes/scheduler.conf"
+        "&ca_file=/etc/portal/ca.crt&format=json"
+    )
+    config = viewer.get(URL.format("prod") + query).json()
+    assert config["clientConnection"] == {"kubeconfig": "/etc/kubernetes/scheduler.conf"}
+    (stanza,) = config["extenders"]
+    assert stanza["enableHTTPS"] is True
+    assert stanza["tlsConfig"] == {"caFile": "/etc/portal/ca.crt"}
+    bad = viewer.get(URL.format("prod") + "?kubeconfig=scheduler.conf&ca_file=/x")
+    assert set(bad.json()) >= {"kubeconfig", "ca_file"}
+
+
+def test_url_prefix_from_the_setting_or_a_warning(viewer, settings):
+    make_cluster("prod")
+    guessed = viewer.get(URL.format("prod"))
+    assert guessed.status_code == 200
+    assert guessed["Warning"].startswith("299 - ")
+    assert guessed.content.startswith(b"# WARNING: ")
+    settings.EXTENDER_EXTERNAL_URL = "http://policy-portal-extender.policy-portal.svc:8001"
+    configured = viewer.get(URL.format("prod") + "?format=json")
+    assert "Warning" not in configured
+    (stanza,) = configured.json()["extenders"]
+    assert stanza["urlPrefix"] == (
+        "http://policy-portal-extender.policy-portal.svc:8001/extender/prod"
+    )
+    settings.EXTENDER_EXTERNAL_URL = "http://127.0.0.1:8001"
+    assert "loopback" in viewer.get(URL.format("prod"))["Warning"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
@@ -26,6 +28,23 @@ def _table(headers: tuple[str, str], rows: list, empty: str) -> str:
     )
 
 
+class OutcomeFilter(admin.SimpleListFilter):
+    """Filter calls that left a pod no node (what the dashboard links to)."""
+
+    title = "outcome"
+    parameter_name = "outcome"
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        return [("no-nodes", "0 nodes out (filter)"), ("rejected", "rejected some nodes")]
+
+    def queryset(self, request: Any, queryset: Any) -> Any:
+        if self.value() == "no-nodes":
+            return queryset.filter(verb="filter", nodes_out=0, nodes_in__gt=0)
+        if self.value() == "rejected":
+            return queryset.filter(rejected_count__gt=0)
+        return queryset
+
+
 @admin.register(Decision)
 class DecisionAdmin(admin.ModelAdmin):
     list_display = (
@@ -39,7 +58,7 @@ class DecisionAdmin(admin.ModelAdmin):
         "rejected_count",
         "duration",
     )
-    list_filter = ("cluster", "verb", "mode")
+    list_filter = ("cluster", "verb", "mode", OutcomeFilter)
     search_fields = ("pod_name", "pod_namespace", "pod_uid")
     date_hierarchy = "created_at"
     ordering = ("-created_at", "-id")

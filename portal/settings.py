@@ -75,6 +75,7 @@ INSTALLED_APPS = [
     "inventory",
     "policies",
     "extender",
+    "console",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,134 @@
+"""The console's dashboard: the admin's landing page (console/dashboard.py)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.utils import timezone
+
+from extender.models import Decision
+from inventory.demo import demo_seed
+from inventory.models import Cluster, SyncState
+from inventory.services import nodes_apply
+from policies.models import Policy
+from policies.services import policy_create, policy_update
+from tests.factories import make_cluster, node_object
+
+pytestmark = pytest.mark.django_db
+
+TYPO = {
+    "name": "payments-gpu",
+    "pod_selector": {"namespaces": ["payments"]},
+    "filter_rules": [
+        {"kind": "label", "key": "nvidia.com/gpu.prodcut", "operator": "In", "values": ["A100"]}
+    ],
+}
+
+
+@pytest.fixture
+def viewer_client() -> Client:
+    user = User.objects.create_user("viewer-user", password="x", is_staff=True)
+    user.groups.add(Group.objects.get(name="viewer"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def decisions(count: int, *, refused_every: int = 3) -> None:
+    now = timezone.now()
+    Decision.objects.bulk_create(
+        Decision(
+            created_at=now - timedelta(minutes=i % 1400),
+            cluster="demo",
+            verb="filter",
+            mode="names",
+            pod_namespace="ml",
+            pod_name=f"p{i}",
+            pod_uid=f"u{i}",
+            nodes_in=3,
+            nodes_out=0 if i % refused_every == 0 else 2,
+            rejected=[["n1", 'ml-on-gpu/ml pods need an A100 node (node has "A10G")']],
+            rejected_count=1,
+        )
+        for i in range(count)
+    )
+
+
+def test_the_landing_page_answers_the_operator_questions(admin_client: Client) -> None:
+    demo_seed()
+    decisions(30)
+    page = admin_client.get("/admin/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    # Clusters: the demo's inventory, fresh from its upload, ready / total.
+    assert "demo" in html
+    assert "imported" in html
+    assert "59 / 60" in html
+    # Policies by mode and the last changes.
+    assert "enforce" in html
+    assert "create policy" in html or "create</" in html
+    # Traffic: pods refused everywhere (every third of 30), linked to those decisions.
+    assert "<strong>10</strong> pods got 0 nodes" in html
+    assert "outcome=no-nodes" in html
+    assert "ml-on-gpu/ml pods need an A100 node" in html
+    assert "<svg" in html
+    # The app list follows, accounts last.
+    assert html.index("Decisions") < html.index("Groups")
+
+
+def test_a_typo_in_a_label_key_is_a_problem_until_fixed(admin_client: Client) -> None:
+    demo_seed()
+    policy_create(actor=None, data=TYPO)
+    html = admin_client.get("/admin/").content.decode()
+    assert "label key &#x27;nvidia.com/gpu.prodcut&#x27; is on no node" in html
+    fixed = {**TYPO, "filter_rules": [{**TYPO["filter_rules"][0], "key": "nvidia.com/gpu.product"}]}
+    policy_update(actor=None, policy=Policy.objects.get(name="payments-gpu"), data=fixed)
+    html = admin_client.get("/admin/").content.decode()
+    assert "is on no node" not in html
+    assert "No problems" in html
+
+
+def test_a_held_or_failing_sync_is_a_problem(admin_client: Client) -> None:
+    cluster = make_cluster("prod", source="kubernetes")
+    Cluster.objects.filter(pk=cluster.pk).update(
+        sync_state=SyncState.HELD, sync_error="held: the list would remove all 4 nodes"
+    )
+    html = admin_client.get("/admin/").content.decode()
+    assert "Cluster prod: held: needs confirmation. held: the list would remove all 4" in html
+
+
+def test_the_outcome_filter_lists_pods_refused_everywhere(admin_client: Client) -> None:
+    decisions(9)
+    page = admin_client.get("/admin/extender/decision/?outcome=no-nodes")
+    assert page.status_code == 200
+    assert page.content.decode().count('class="field-pod"') == 3
+
+
+def test_a_viewer_sees_the_dashboard(viewer_client: Client) -> None:
+    demo_seed()
+    page = viewer_client.get("/admin/")
+    assert page.status_code == 200
+    assert "59 / 60" in page.content.decode()
+
+
+def test_queries_are_bounded_whatever_the_data(
+    admin_client: Client, django_assert_max_num_queries
+) -> None:
+    demo_seed()
+    decisions(50)
+    with django_assert_max_num_queries(30) as small:
+        admin_client.get("/admin/")
+    for n in range(5):
+        cluster = make_cluster(f"more-{n}")
+        nodes_apply(
+            cluster=cluster,
+            objects=[node_object(f"n{n}-{i}", {"zone": "a"}) for i in range(40)],
+            replace=True,
+        )
+        policy_create(actor=None, data={**TYPO, "name": f"typo-{n}", "cluster": f"more-{n}"})
+    decisions(500)
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        admin_client.get("/admin/")

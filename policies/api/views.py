@@ -24,6 +24,7 @@ from policies.api.serializers import (
     RollbackSerializer,
 )
 from policies.models import LabelAssignment, Policy, PolicyVersion
+from policies.preview import preview_policy
 from policies.services import (
     label_assignment_create,
     label_assignment_delete,
@@ -75,6 +76,8 @@ class PolicyViewSet(ContentViewSet):
     # A rollback changes the policy: the same permission as an update.
     action_permissions = {
         "rollback": ["policies.change_policy"],
+        # A preview writes nothing: seeing policies is enough.
+        "preview": ["policies.view_policy"],
         "versions": ["policies.view_policy", "policies.view_policyversion"],
     }
 
@@ -92,6 +95,23 @@ class PolicyViewSet(ContentViewSet):
 
     def delete_object(self, instance: Policy, expected_version: int | None) -> None:
         policy_delete(actor=self.request.user, policy=instance, expected_version=expected_version)
+
+    @extend_schema(
+        request=PolicySerializer,
+        responses={200: OpenApiResponse(description="Impact per cluster and warnings.")},
+        description=(
+            "What this policy would do if saved, writing nothing: per cluster, the nodes it "
+            "rejects for a pod it selects, the score spread and the change from the saved "
+            "policy of the same name; and warnings (a label key or value no node carries, with "
+            "the closest existing ones; a policy that leaves no node; an empty pod selector)."
+        ),
+    )
+    @action(detail=False, methods=["post"])
+    def preview(self, request: Request) -> Response:
+        payload = request.data
+        if isinstance(payload, dict):
+            payload = {k: v for k, v in payload.items() if k not in ("version", "note")}
+        return Response(preview_policy(payload))
 
     @extend_schema(
         responses=PolicyVersionSerializer(many=True),

@@ -51,6 +51,8 @@ class ClusterSnapshot:
     host_prefixes: dict[str, bytes] = field(default_factory=dict)
     # Full mode: facts of request node objects by (name, resourceVersion).
     node_object_facts: dict[tuple[str, str], NodeFacts] = field(default_factory=dict)
+    # The inventory's facts (effective labels included), for previews of unsaved policies.
+    facts: tuple[NodeFacts, ...] = ()
 
     @property
     def policies(self) -> tuple[CompiledPolicy, ...]:
@@ -130,6 +132,7 @@ def build_cluster_snapshot(
         assignments=specs,
         evaluator=evaluator,
         host_prefixes=prefixes,
+        facts=tuple(facts),
     )
 
 

@@ -1,0 +1,145 @@
+"""What an unsaved policy would do, before it is saved (docs/semantics.md).
+
+The same engine the extender runs: the draft is compiled and judged over the inventory's node
+facts exactly as a saved policy would be. ``impact`` answers "which nodes would it reject and
+how would it score them" for a pod the policy selects; ``warnings`` flags what is probably a
+mistake (a label key or value no node carries, a policy that leaves no node) without refusing it.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from policies.engine.evaluate import evaluate_pod
+from policies.engine.facts import NodeFacts
+from policies.engine.pods import PodFacts
+from policies.engine.policy import compile_policy
+
+LABEL_KINDS = ("label", "label_value")
+
+
+@dataclass
+class Impact:
+    nodes: int
+    rejected: int
+    passing: int
+    rejected_sample: list[str]
+    reasons: dict[str, int]
+    score_min: float | None
+    score_max: float | None
+
+
+@dataclass
+class DraftWarning:
+    code: str
+    message: str
+    path: str = ""
+    suggestions: list[str] = field(default_factory=list)
+
+
+def representative_pod(content: Mapping[str, Any]) -> PodFacts:
+    """A pod the draft's pod selector selects (its first namespace, its match labels)."""
+    selector = content.get("pod_selector") or {}
+    namespaces = selector.get("namespaces") or ["default"]
+    labels = dict(selector.get("match_labels") or {})
+    return PodFacts(namespace=namespaces[0], name="preview", uid="preview", labels=labels)
+
+
+def impact(content: Mapping[str, Any], facts: Sequence[NodeFacts], *, cluster: str) -> Impact:
+    """The draft alone, enforced, for a pod it selects, over ``facts``."""
+    draft = {**content, "mode": "enforce", "enabled": True, "cluster": None}
+    compiled = compile_policy(draft, version=0)
+    pod = representative_pod(content)
+    result = evaluate_pod([compiled], pod, facts, cluster=cluster)
+    reasons: dict[str, int] = {}
+    for reason in result.rejected.values():
+        reasons[reason] = reasons.get(reason, 0) + 1
+    raws = list(result.raw_scores.values())
+    return Impact(
+        nodes=len(facts),
+        rejected=len(result.rejected),
+        passing=len(result.passed),
+        rejected_sample=sorted(result.rejected)[:20],
+        reasons=reasons,
+        score_min=min(raws) if raws else None,
+        score_max=max(raws) if raws else None,
+    )
+
+
+def warnings(
+    content: Mapping[str, Any], facts: Sequence[NodeFacts], result: Impact | None
+) -> list[DraftWarning]:
+    """What is probably a mistake in the draft, given the nodes it would apply to."""
+    found: list[DraftWarning] = []
+    values_by_key: dict[str, set[str]] = {}
+    for node in facts:
+        for key, value in node.labels.items():
+            values_by_key.setdefault(key, set()).add(value)
+    for group in ("filter_rules", "weight_rules"):
+        for i, rule in enumerate(content.get(group) or []):
+            if rule.get("kind") not in LABEL_KINDS or not rule.get("enabled", True):
+                continue
+            key, path = rule.get("key", ""), f"{group}[{i}].key"
+            if rule.get("operator") == "DoesNotExist" or not facts:
+                continue
+            if key not in values_by_key:
+                close = difflib.get_close_matches(key, list(values_by_key), n=3, cutoff=0.6)
+                hint = f"; did you mean {close[0]}?" if close else ""
+                found.append(
+                    DraftWarning(
+                        "unknown_key", f"No node carries the label {key}{hint}", path, close
+                    )
+                )
+                continue
+            if rule.get("operator") in ("In", "NotIn"):
+                for value in rule.get("values") or []:
+                    if value not in values_by_key[key]:
+                        close = difflib.get_close_matches(
+                            value, sorted(values_by_key[key]), n=3, cutoff=0.6
+                        )
+                        hint = f"; did you mean {close[0]}?" if close else ""
+                        found.append(
+                            DraftWarning(
+                                "unknown_value",
+                                f"No node has {key}={value}{hint}",
+                                f"{group}[{i}].values",
+                                close,
+                            )
+                        )
+    selector = content.get("pod_selector") or {}
+    if not any(selector.get(k) for k in ("namespaces", "match_labels", "match_expressions")):
+        found.append(
+            DraftWarning(
+                "selects_every_pod",
+                "The pod selector is empty: the policy applies to every pod.",
+                "pod_selector",
+            )
+        )
+    if result is not None and result.nodes and result.passing == 0:
+        mode = content.get("mode", "enforce")
+        if mode == "enforce":
+            found.append(
+                DraftWarning(
+                    "no_nodes_left",
+                    f"Enforced, this policy leaves 0 of {result.nodes} nodes for the pods it "
+                    "selects: they would stay Pending.",
+                    "filter_rules",
+                )
+            )
+    if (
+        result is not None
+        and content.get("weight_rules")
+        and result.passing > 1
+        and result.score_min == result.score_max
+    ):
+        found.append(
+            DraftWarning(
+                "flat_scores",
+                "The weight rules give every passing node the same score: they change nothing.",
+                "weight_rules",
+            )
+        )
+    return found

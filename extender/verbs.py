@@ -99,7 +99,12 @@ def _count_rules(
 def _note_filter(record: CallRecord, outcome: FilterOutcome, table: PolicySetTable) -> None:
     rejected = outcome.rejected
     if rejected:
-        record.rejected = list(islice(rejected.items(), MAX_RECORDED_NODES))
+        # The log keeps the full story of the first nodes: every failing rule, what the node has.
+        detail = table.reject_detail.get
+        record.rejected = [
+            (name, detail(name, reason))
+            for name, reason in islice(rejected.items(), MAX_RECORDED_NODES)
+        ]
         record.rejections_by_rule = _count_rules(rejected, table.reject_rule_ids, table)
     dry = outcome.dry_run_rejected
     if dry:

@@ -70,6 +70,9 @@ class SimulatedNodeSerializer(serializers.Serializer):
     name = serializers.CharField()
     known = serializers.BooleanField(help_text="In the cluster's inventory.")
     passed = serializers.BooleanField()
+    wire_reason = serializers.CharField(
+        allow_null=True, help_text="The one reason kube-scheduler gets; null: passed."
+    )
     reasons = RuleReasonSerializer(many=True)
     contributions = ContributionSerializer(many=True)
     raw_score = serializers.FloatField(allow_null=True, help_text="null: filtered out.")

@@ -40,9 +40,12 @@ RuleKey = tuple[str, str]  # (policy name, rule label)
 UNKNOWN = "\x00unknown node\x00"
 
 
-def unknown_node_reason(name: str, cluster: str) -> str:
-    """Why a node name the inventory does not hold is rejected (``unknown_node_action: deny``)."""
-    return f'node "{name}" is not in the portal\'s inventory of cluster "{cluster}"'
+def unknown_node_reason(cluster: str) -> str:
+    """Why a node name the inventory does not hold is rejected (``unknown_node_action: deny``).
+
+    The same string for every such node, so kube-scheduler's summary counts them as one reason.
+    """
+    return f'node is not in the portal\'s inventory of cluster "{cluster}"'
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -50,12 +53,17 @@ class PolicySetTable:
     """The combined verdicts of one set of active policies over an evaluator's nodes.
 
     ``reject`` holds every known node: None when it passes every enforce filter rule, else the
-    reasons (``"; "``-joined). The other maps are sparse: absent means nothing to say.
+    one reason kube-scheduler gets, ``<policy>/<rule>`` of the first failing rule (enforce
+    policies by name, then rules in their stored order). ``reject_detail`` has every failing
+    rule with what the node has (``"; "``-joined) for the decision log. The other maps are
+    sparse: absent means nothing to say.
     """
 
+    # The active policies, each sorted by name (the order that picks the wire reason).
     enforce: tuple[CompiledPolicy, ...]
     dry_run: tuple[CompiledPolicy, ...]
     reject: dict[str, str | None]
+    reject_detail: dict[str, str]
     # The known nodes that pass every enforce filter rule; ``clean`` those of them that no
     # dry-run rule would reject either (the same set when no dry-run policy applies).
     passing: frozenset[str]
@@ -142,10 +150,15 @@ class ClusterEvaluator:
             self._tables[positions] = table
         return table
 
+    def _by_name(self, positions: Iterable[int]) -> list[int]:
+        """``positions`` in the order that picks the wire reason: policy name, as Python sorts."""
+        return sorted(positions, key=lambda p: (self.policies[p].name, p))
+
     def _nodes_failing(self, positions: Iterable[int]) -> dict[int, list[tuple[FilterCheck, str]]]:
+        """Per failing node index, its failing rules with detailed reasons, in wire order."""
         fails: dict[int, list[tuple[FilterCheck, str]]] = {}
         count = len(self.nodes)
-        for position in positions:
+        for position in self._by_name(positions):
             for check, failing in self._failing[position]:
                 if not failing:
                     continue
@@ -201,8 +214,8 @@ class ClusterEvaluator:
         return allocatable
 
     def _build_table(self, positions: tuple[int, ...]) -> PolicySetTable:
-        enforce = tuple(p for p in positions if self.policies[p].enforce)
-        dry_run = tuple(p for p in positions if not self.policies[p].enforce)
+        enforce = tuple(self._by_name(p for p in positions if self.policies[p].enforce))
+        dry_run = tuple(self._by_name(p for p in positions if not self.policies[p].enforce))
         names = self.nodes.names
         rule_sets: dict[tuple[RuleKey, ...], int] = {}
 
@@ -211,9 +224,11 @@ class ClusterEvaluator:
             return rule_sets.setdefault(keys, len(rule_sets))
 
         reject: dict[str, str | None] = dict.fromkeys(names)
+        reject_detail: dict[str, str] = {}
         reject_rule_ids: dict[str, int] = {}
         for i, fails in self._nodes_failing(enforce).items():
-            reject[names[i]] = "; ".join(reason for _, reason in fails)
+            reject[names[i]] = fails[0][0].wire_reason
+            reject_detail[names[i]] = "; ".join(reason for _, reason in fails)
             reject_rule_ids[names[i]] = rules_of(fails)
         dry_reject: dict[str, str] = {}
         dry_reject_rule_ids: dict[str, int] = {}
@@ -227,6 +242,7 @@ class ClusterEvaluator:
             enforce=tuple(self.policies[p] for p in enforce),
             dry_run=tuple(self.policies[p] for p in dry_run),
             reject=reject,
+            reject_detail=reject_detail,
             passing=passing,
             clean=clean,
             dry_passing=passing - clean,
@@ -247,8 +263,9 @@ class FilterOutcome:
     """Which of the request's nodes pass, and why the others do not."""
 
     passed: list[str]
+    # node -> the one reason kube-scheduler gets
     rejected: dict[str, str]
-    # What dry-run policies would have rejected (never part of the response).
+    # What dry-run policies would have rejected, in detail (never part of the response).
     dry_run_rejected: dict[str, str] = field(default_factory=dict)
 
 
@@ -278,9 +295,10 @@ def filter_names(
             passed = [name for name in names if passing(name) or not known(name)]
             rejected = {name: r for name, r in rejected.items() if r is not UNKNOWN}
         else:
+            unknown = unknown_node_reason(cluster)
             for name, reason in rejected.items():
                 if reason is UNKNOWN:
-                    rejected[name] = unknown_node_reason(name, cluster)
+                    rejected[name] = unknown
     dry_run_rejected: dict[str, str] = {}
     dry_reject = table.dry_reject
     if dry_reject:
@@ -311,7 +329,10 @@ class PodEvaluation:
     policies: list[str]
     dry_run_policies: list[str]
     passed: list[str]
+    # node -> the one reason kube-scheduler gets; ``rejected_detail``: every failing rule with
+    # what the node has (the unknown-node reason for names without facts)
     rejected: dict[str, str]
+    rejected_detail: dict[str, str]
     rejected_rules: dict[str, tuple[RuleKey, ...]]
     dry_run_rejected: dict[str, str]
     raw_scores: dict[str, float]
@@ -343,6 +364,7 @@ def evaluate_names(
         dry_run_policies=[p.name for p in table.dry_run],
         passed=passed,
         rejected=outcome.rejected,
+        rejected_detail={n: table.reject_detail.get(n, r) for n, r in outcome.rejected.items()},
         rejected_rules={
             n: table.reject_rules[n] for n in outcome.rejected if n in table.reject_rules
         },

@@ -81,9 +81,13 @@ def test_evaluate_pod_filters_scores_and_explains() -> None:
     assert result.dry_run_policies == ["ready-trial"]
     assert result.passed == ["a", "b"]
     assert result.rejected == {
+        "c": "gpu/label: gpu Exists",
+        "ghost": 'node is not in the portal\'s inventory of cluster "prod"',
+    }
+    assert result.rejected_detail == {
         "c": "gpu/label: gpu Exists (node has no label gpu); "
         "gpu/resource: memory Gte 8Gi (node has 0 allocatable)",
-        "ghost": 'node "ghost" is not in the portal\'s inventory of cluster "prod"',
+        "ghost": 'node is not in the portal\'s inventory of cluster "prod"',
     }
     assert result.rejected_rules["c"] == (
         ("gpu", "label: gpu Exists"),

@@ -147,13 +147,17 @@ REASON_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("rule", "node", "reason"), REASON_CASES)
-def test_rejection_reason_names_policy_rule_and_observed_value(
-    cluster: Cluster, rule: dict, node: str, reason: str
+@pytest.mark.parametrize(("rule", "node", "detail"), REASON_CASES)
+def test_wire_reason_names_policy_and_rule_the_log_adds_the_observed_value(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, rule: dict, node: str, detail: str
 ) -> None:
+    records: list[CallRecord] = []
+    monkeypatch.setattr(observe, "record_call", records.append)
     policy("p", filters=[rule])
     reload()
-    assert run_filter()["FailedAndUnresolvableNodes"][node] == reason
+    wire_reason = detail.rsplit(" (", 1)[0]
+    assert run_filter()["FailedAndUnresolvableNodes"][node] == wire_reason
+    assert dict(records[-1].rejected)[node] == detail
 
 
 WEIGHT_CASES = [
@@ -185,11 +189,9 @@ def test_policies_combine_filters_and_sum_weights(cluster: Cluster) -> None:
     reply = run_filter()
     assert reply["NodeNames"] == ["n1"]
     failed = reply["FailedAndUnresolvableNodes"]
-    assert failed["n2"] == "b/condition: Ready=True (node has Ready=False)"
-    assert failed["n3"] == (
-        "a/label: gpu Exists (node has no label gpu); "
-        "b/condition: Ready=True (node has Ready=Unknown)"
-    )
+    # One reason per node: the first failing rule, enforce policies by name.
+    assert failed["n2"] == "b/condition: Ready=True"
+    assert failed["n3"] == "a/label: gpu Exists"
     # raw: n1 1, n2 3 + 1 = 4, n3 1, n4 0 -> (raw - 0) / 4 x 10
     assert run_prioritize() == [3, 10, 3, 0]
 
@@ -284,7 +286,7 @@ def test_unknown_nodes(db: Any, extender: None, action: str, passes: bool) -> No
     else:
         assert reply["NodeNames"] == ["n1"]
         assert reply["FailedAndUnresolvableNodes"] == {
-            "ghost": 'node "ghost" is not in the portal\'s inventory of cluster "u"'
+            "ghost": 'node is not in the portal\'s inventory of cluster "u"'
         }
     scores = call("/extender/u/prioritize", {"Pod": POD, "NodeNames": ["ghost", "n2", "n1"]})
     assert scores.json() == [

@@ -23,7 +23,7 @@ from extender.scheduler_config import (
 from inventory.models import Cluster
 from policies.validation import ContentError
 from portal.api.base import NulGuardMixin
-from portal.api.formats import JSONUnlessYAMLMixin, yaml_dump, yaml_dump_all
+from portal.api.formats import JSONUnlessYAMLMixin, response_format, yaml_dump, yaml_dump_all
 from portal.api.permissions import ActionPermissions
 from portal.api.schema import PortalAutoSchema
 
@@ -107,10 +107,8 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
     def get(self, request: Request, name: str, *args: Any, **kwargs: Any) -> HttpResponse:
         cluster = get_object_or_404(Cluster, name=name)
         query = request.query_params
-        fmt = query.get("format") or "yaml"
+        fmt = response_format(request)
         errors: dict[str, list[str]] = {}
-        if fmt not in ("yaml", "json"):
-            errors["format"] = ["Must be yaml or json."]
         bundle = query.get("bundle")
         if bundle not in (None, "", "second-scheduler"):
             errors["bundle"] = ["The only bundle is second-scheduler."]
@@ -131,6 +129,9 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
                 cluster.name, options, scheduler_name="default-scheduler", leader=False
             )
         if fmt == "json":
+            if bundle:
+                # kubectl apply -f reads one object: the manifests go in a v1 List.
+                return Response({"apiVersion": "v1", "kind": "List", "items": documents})
             return Response(documents)
         text = yaml_dump_all(documents) if bundle else yaml_dump(documents)
         response = HttpResponse(text, content_type="application/yaml; charset=utf-8")

@@ -23,6 +23,7 @@ from portal.api.formats import (
     TextYAMLParser,
     XYAMLParser,
     YAMLParser,
+    response_format,
     yaml_dump,
 )
 from portal.api.permissions import ActionPermissions
@@ -240,7 +241,11 @@ class ExportView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "format", OpenApiTypes.STR, enum=["yaml", "json"], description="Default yaml."
+                "format",
+                OpenApiTypes.STR,
+                enum=["yaml", "json"],
+                description="Wins over Accept; default: Accept (application/json or YAML), "
+                "else yaml. 406 when Accept names neither.",
             )
         ],
         responses={
@@ -249,9 +254,7 @@ class ExportView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
         },
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
-        fmt = request.query_params.get("format") or "yaml"
-        if fmt not in ("yaml", "json"):
-            raise ContentError({"format": ["Must be yaml or json."]})
+        fmt = response_format(request)
         document = export_document()
         if fmt == "json":
             return Response(document)

@@ -1,11 +1,12 @@
-"""YAML in and out, for ``apply``/``export``, node imports and scheduler configuration."""
+"""YAML in and out, for ``apply``/``export``, node imports and scheduler configuration, and the
+choice between YAML and JSON for the routes that answer either (docs/scheduler-config.md)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import yaml
-from rest_framework.exceptions import ParseError
+from rest_framework.exceptions import NotAcceptable, ParseError, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
@@ -101,3 +102,32 @@ class JSONUnlessYAMLMixin:
 
         renderer = JSONRenderer()
         return renderer, renderer.media_type
+
+
+YAML = "yaml"
+JSON = "json"
+# What the YAML-or-JSON routes can produce; with no Accept header (or */*), the first: YAML.
+_MEDIA_TYPES = {
+    "application/yaml": YAML,
+    "application/x-yaml": YAML,
+    "text/yaml": YAML,
+    "application/json": JSON,
+}
+
+
+def response_format(request: Any) -> str:
+    """``yaml`` or ``json`` for a DRF request: ``?format=`` when given (400 if it is neither),
+    else the preferred type of the ``Accept`` header (q-values honoured), else YAML; 406 when
+    ``Accept`` names only types the route cannot produce."""
+    fmt = request.query_params.get("format")
+    if fmt:
+        if fmt not in (YAML, JSON):
+            raise ValidationError({"format": ["Must be yaml or json."]})
+        return fmt
+    preferred = request._request.get_preferred_type(list(_MEDIA_TYPES))
+    if preferred is None:
+        raise NotAcceptable(
+            f"Cannot answer {request.headers.get('Accept')!r}: this route produces "
+            "application/yaml (the default) or application/json; or pass ?format=yaml|json."
+        )
+    return _MEDIA_TYPES[preferred]

@@ -211,6 +211,12 @@ DECISION_LOG_QUEUE_SIZE = env_int("DECISION_LOG_QUEUE_SIZE", 10000)
 EXTENDER_REFRESH_ENABLED = env_bool("EXTENDER_REFRESH_ENABLED", True)
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
 
+# --- Generated scheduler configuration ------------------------------------------------------
+# The URL kube-scheduler reaches the extender at (its urlPrefix): the extender's own when it is
+# served apart from the portal, else the portal's. Unset: the host of the request, with a warning.
+EXTENDER_EXTERNAL_URL = os.environ.get("EXTENDER_EXTERNAL_URL", "").strip()
+PORTAL_EXTERNAL_URL = os.environ.get("PORTAL_EXTERNAL_URL", "").strip()
+
 # --- i18n, static ---------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -50,7 +50,11 @@ class TextYAMLParser(YAMLParser):
 
 
 class _BlockDumper(yaml.SafeDumper):
-    """Multi-line strings (an embedded config file) as ``|`` blocks, the way people write them."""
+    """Multi-line strings (an embedded config file) as ``|`` blocks, the way people write them;
+    no anchors and aliases (``&id001``): an object used twice is written out twice."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:

@@ -26,7 +26,7 @@ EXTENDER_KEYS = {
     "managedResources",
     "ignorable",
 }
-CONFIG_KEYS = {"apiVersion", "kind", "profiles", "extenders", "leaderElection"}
+CONFIG_KEYS = {"apiVersion", "kind", "profiles", "extenders", "leaderElection", "clientConnection"}
 URL = "/api/v1/clusters/{}/scheduler-config/"
 
 
@@ -153,7 +153,7 @@ def test_second_scheduler_bundle(viewer):
     make_cluster("prod")
     response = viewer.get(
         URL.format("prod")
-        + "?bundle=second-scheduler&base_url=http://portal.portal.svc:8000&kube_version=v1.30.4"
+        + "?bundle=second-scheduler&base_url=http://portal.portal.svc:8000&kube_version=v1.36.2"
     )
     assert response.status_code == 200
     documents = list(yaml.safe_load_all(response.content))
@@ -167,6 +167,7 @@ def test_second_scheduler_bundle(viewer):
         "Role",
         "ConfigMap",
         "Deployment",
+        "PodDisruptionBudget",
     }
     (account,) = by_kind["ServiceAccount"]
     name, namespace = account["metadata"]["name"], account["metadata"]["namespace"]
@@ -199,7 +200,7 @@ def test_second_scheduler_bundle(viewer):
     pod_spec = deployment["spec"]["template"]["spec"]
     assert pod_spec["serviceAccountName"] == name
     (container,) = pod_spec["containers"]
-    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.30.4"
+    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.36.2"
     config_flag = next(a for a in container["command"] if a.startswith("--config="))
     mount = container["volumeMounts"][0]["mountPath"]
     assert config_flag == f"--config={mount}/scheduler-config.yaml"

@@ -125,6 +125,7 @@ class SchedulerConfigOptions:
     namespace: str = DEFAULT_NAMESPACE
     kube_version: str = DEFAULT_KUBE_VERSION
     bundle: str = ""
+    mode: str = ""
     # clientConnection.kubeconfig; empty: in-cluster credentials (the Deployment's account)
     kubeconfig: str = ""
     tls: TLSFiles = TLSFiles()
@@ -206,6 +207,11 @@ def parse_options(
     bundle = query.get("bundle") or ""
     if bundle and bundle not in BUNDLES:
         errors["bundle"] = [f"Must be one of {', '.join(BUNDLES)}."]
+    mode = query.get("mode") or ""
+    if mode not in ("", "native"):
+        errors["mode"] = ["The only mode is native."]
+    elif mode and bundle:
+        errors["mode"] = ["mode=native gives the configuration alone: leave bundle out."]
     kubeconfig = query.get("kubeconfig")
     if kubeconfig is None:
         kubeconfig = KUBEADM_KUBECONFIG if bundle == "kubeadm" else ""
@@ -240,6 +246,7 @@ def parse_options(
         namespace=namespace,
         kube_version=kube_version,
         bundle=bundle,
+        mode=mode,
         kubeconfig=kubeconfig,
         tls=tls,
     )
@@ -280,9 +287,15 @@ def extender_stanza(cluster_name: str, options: SchedulerConfigOptions) -> dict:
 
 
 def scheduler_configuration(
-    cluster_name: str, options: SchedulerConfigOptions, *, scheduler_name: str, leader: bool
+    cluster_name: str,
+    options: SchedulerConfigOptions,
+    *,
+    scheduler_name: str,
+    leader: bool,
+    plugin_config: list[dict] | None = None,
 ) -> dict:
-    """A whole KubeSchedulerConfiguration document using the extender."""
+    """A whole KubeSchedulerConfiguration document using the extender; ``plugin_config`` goes
+    into the profile (the native profile's NodeAffinity arguments)."""
     config: dict = {"apiVersion": API_VERSION, "kind": "KubeSchedulerConfiguration"}
     if options.kubeconfig:
         # With --config, kube-scheduler ignores --kubeconfig: the file must be named here.
@@ -294,6 +307,9 @@ def scheduler_configuration(
             "resourceName": options.scheduler_name,
             "resourceNamespace": options.namespace,
         }
-    config["profiles"] = [{"schedulerName": scheduler_name}]
+    profile: dict = {"schedulerName": scheduler_name}
+    if plugin_config:
+        profile["pluginConfig"] = plugin_config
+    config["profiles"] = [profile]
     config["extenders"] = [extender_stanza(cluster_name, options)]
     return config

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -14,6 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from extender.bundles import kubeadm_bundle, second_scheduler_bundle
+from extender.native_profile import NativeProfile, native_profile
 from extender.scheduler_config import (
     DEFAULT_KUBE_VERSION,
     DEFAULT_NAMESPACE,
@@ -25,8 +27,10 @@ from extender.scheduler_config import (
     scheduler_configuration,
 )
 from inventory.models import Cluster
+from policies.models import LabelAssignment, Policy
+from policies.services import policy_content
 from portal.api.base import NulGuardMixin
-from portal.api.formats import JSONUnlessYAMLMixin, response_format, yaml_dump, yaml_dump_all
+from portal.api.formats import JSONUnlessYAMLMixin, response_format, yaml_dump
 from portal.api.permissions import ActionPermissions
 from portal.api.schema import PortalAutoSchema
 
@@ -61,6 +65,13 @@ CONFIG_PARAMETERS = [
         enum=["second-scheduler", "kubeadm"],
         description="second-scheduler: ServiceAccount, RBAC, ConfigMap, Deployment and PDB; "
         "kubeadm: the configuration file and the kubeadm ClusterConfiguration fragment.",
+    ),
+    OpenApiParameter(
+        "mode",
+        OpenApiTypes.STR,
+        enum=["native"],
+        description="native: label rules of policies that apply to every pod compiled into the "
+        "NodeAffinity plugin's addedAffinity; JSON answers {configuration, not_compiled}.",
     ),
     OpenApiParameter(
         "kubeconfig",
@@ -109,6 +120,20 @@ def warning_header(text: str) -> str:
     return f'299 - "{quoted}"'
 
 
+def native_profile_of(cluster: Cluster) -> NativeProfile:
+    """The native profile of ``cluster`` from the stored policies and label assignments."""
+    policies = Policy.objects.filter(enabled=True).prefetch_related("filter_rules", "weight_rules")
+    assignments = LabelAssignment.objects.filter(enabled=True).filter(
+        Q(cluster__isnull=True) | Q(cluster=cluster)
+    )
+    assigned = {key for labels in assignments.values_list("labels", flat=True) for key in labels}
+    return native_profile(
+        [policy_content(p) for p in policies.select_related("cluster")],
+        cluster=cluster.name,
+        assigned_keys=assigned,
+    )
+
+
 class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
     """KubeSchedulerConfiguration (v1) using this cluster's extender, or the manifests that run
     it (``bundle``), as YAML or JSON (docs/scheduler-config.md)."""
@@ -150,17 +175,43 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
             documents: Any = second_scheduler_bundle(cluster.name, options)
         elif bundle == "kubeadm":
             documents = kubeadm_bundle(cluster.name, options)
+        elif options.mode == "native":
+            native = native_profile_of(cluster)
+            config = scheduler_configuration(
+                cluster.name,
+                options,
+                scheduler_name="default-scheduler",
+                leader=False,
+                plugin_config=native.plugin_config(),
+            )
+            warnings_yaml = [
+                f"not compiled, needs the extender: {n['policy']}/{n['rule']}: {n['reason']}"
+                for n in native.not_compiled
+            ]
+            if fmt == "json":
+                response: HttpResponse = Response(
+                    {"configuration": config, "not_compiled": native.not_compiled}
+                )
+            else:
+                comments = "".join(f"# WARNING: {w}\n" for w in warnings)
+                comments += "".join(f"# {line}\n" for line in warnings_yaml)
+                response = HttpResponse(
+                    comments + yaml_dump(config), content_type="application/yaml; charset=utf-8"
+                )
+            if warnings:
+                response.headers["Warning"] = ", ".join(warning_header(w) for w in warnings)
+            return response
         else:
             documents = scheduler_configuration(
                 cluster.name, options, scheduler_name="default-scheduler", leader=False
             )
+        if bundle:
+            # One object in either format, which kubectl apply -f reads: a v1 List.
+            documents = {"apiVersion": "v1", "kind": "List", "items": documents}
         if fmt == "json":
-            if bundle:
-                # kubectl apply -f reads one object: the manifests go in a v1 List.
-                documents = {"apiVersion": "v1", "kind": "List", "items": documents}
-            response: HttpResponse = Response(documents)
+            response = Response(documents)
         else:
-            text = yaml_dump_all(documents) if bundle else yaml_dump(documents)
+            text = yaml_dump(documents)
             comments = "".join(f"# WARNING: {w}\n" for w in warnings)
             response = HttpResponse(comments + text, content_type="application/yaml; charset=utf-8")
             suffix = f"-{bundle}" if bundle else ""

@@ -72,16 +72,6 @@ def yaml_dump(data: Any) -> str:
     )
 
 
-def yaml_dump_all(documents: list[Any]) -> str:
-    return yaml.dump_all(
-        documents,
-        Dumper=_BlockDumper,
-        sort_keys=False,
-        default_flow_style=False,
-        allow_unicode=True,
-    )
-
-
 class YAMLRenderer(BaseRenderer):
     media_type = "application/yaml"
     format = "yaml"

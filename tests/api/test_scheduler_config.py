@@ -156,7 +156,9 @@ def test_second_scheduler_bundle(viewer):
         + "?bundle=second-scheduler&base_url=http://portal.portal.svc:8000&kube_version=v1.36.2"
     )
     assert response.status_code == 200
-    documents = list(yaml.safe_load_all(response.content))
+    bundle = yaml.safe_load(response.content)
+    assert (bundle["apiVersion"], bundle["kind"]) == ("v1", "List")
+    documents = bundle["items"]
     by_kind: dict[str, list[dict]] = {}
     for doc in documents:
         by_kind.setdefault(doc["kind"], []).append(doc)

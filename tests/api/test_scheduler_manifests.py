@@ -124,13 +124,14 @@ def test_second_scheduler_bundle_validates_and_is_hardened(viewer, prod, minor):
     text = response.content.decode()
     assert "&id" not in text
     assert "*id" not in text
-    documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    validate(documents, version)
+    from_yaml = yaml.safe_load(text)
     as_list = get(viewer, query + "&format=json").json()
+    assert as_list == from_yaml
     assert as_list["apiVersion"] == "v1"
     assert as_list["kind"] == "List"
-    assert as_list["items"] == documents
     assert set(as_list) == {"apiVersion", "kind", "items"}
+    documents = as_list["items"]
+    validate(documents, version)
 
     by_kind = {d["kind"]: d for d in documents}
     config_text = by_kind["ConfigMap"]["data"]["scheduler-config.yaml"]
@@ -174,8 +175,8 @@ def test_second_scheduler_bundle_validates_and_is_hardened(viewer, prod, minor):
 
 def test_changed_configuration_changes_the_checksum(viewer, prod):
     def checksum(query: str) -> str:
-        documents = yaml.safe_load_all(get(viewer, "bundle=second-scheduler&" + query).content)
-        deployment = next(d for d in documents if d and d["kind"] == "Deployment")
+        bundle = yaml.safe_load(get(viewer, "bundle=second-scheduler&" + query).content)
+        deployment = next(d for d in bundle["items"] if d["kind"] == "Deployment")
         return deployment["spec"]["template"]["metadata"]["annotations"][
             "policy-portal/config-checksum"
         ]
@@ -190,7 +191,7 @@ def test_kubeadm_variant(viewer, prod, settings):
         "bundle=kubeadm&tls_cert_file=/etc/kubernetes/pki/x.crt"
         "&tls_key_file=/etc/kubernetes/pki/x.key"
     )
-    documents = [d for d in yaml.safe_load_all(get(viewer, query).content) if d]
+    documents = yaml.safe_load(get(viewer, query).content)["items"]
     config, fragment = documents
     check_configuration(config)
     assert config["clientConnection"] == {"kubeconfig": "/etc/kubernetes/scheduler.conf"}
@@ -208,8 +209,8 @@ def test_kubeadm_variant(viewer, prod, settings):
     (volume,) = scheduler["extraVolumes"]
     assert volume["hostPath"] == volume["mountPath"] == "/etc/kubernetes/scheduler-config.yaml"
     assert volume["readOnly"] is True
-    custom = yaml.safe_load_all(get(viewer, "bundle=kubeadm&kubeconfig=/etc/k/s.conf").content)
-    assert next(d for d in custom if d)["clientConnection"] == {"kubeconfig": "/etc/k/s.conf"}
+    custom = yaml.safe_load(get(viewer, "bundle=kubeadm&kubeconfig=/etc/k/s.conf").content)
+    assert custom["items"][0]["clientConnection"] == {"kubeconfig": "/etc/k/s.conf"}
 
 
 def test_plain_configuration_fields_are_documented(viewer, prod):
@@ -238,3 +239,52 @@ def test_bad_manifest_options_are_named(viewer, prod, query, field):
     response = viewer.get(URL + "?" + query)
     assert response.status_code == 400
     assert field in response.json()
+
+
+def test_native_profile_route(viewer, prod):
+    from tests.factories import make_assignment, make_policy
+
+    make_policy("everywhere", pod_selector={})
+    make_policy(
+        "tiered",
+        pod_selector={},
+        filter_rules=[
+            {"kind": "label", "key": "example.com/tier", "operator": "Exists", "values": []}
+        ],
+        weight_rules=[],
+    )
+    make_policy("ml-only")  # selects pods by namespace
+    make_assignment()  # sets example.com/tier
+    answer = get(viewer, "mode=native&format=json").json()
+    config = answer["configuration"]
+    check_configuration(config)
+    (profile,) = config["profiles"]
+    (plugin,) = profile["pluginConfig"]
+    affinity = plugin["args"]["addedAffinity"]
+    required = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert required == [
+        {
+            "matchExpressions": [
+                {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["A100"]}
+            ]
+        }
+    ]
+    assert affinity["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {
+            "weight": 10,
+            "preference": {"matchExpressions": [{"key": "spot", "operator": "DoesNotExist"}]},
+        }
+    ]
+    assert config["extenders"]  # what did not compile still needs the extender
+    not_compiled = {(n["policy"], n["rule"]) for n in answer["not_compiled"]}
+    assert not_compiled == {
+        ("ml-only", "label: nvidia.com/gpu.product In [A100]"),
+        ("ml-only", "label: spot DoesNotExist"),
+        ("tiered", "label: example.com/tier Exists"),
+    }
+    text = get(viewer, "mode=native").content.decode()
+    assert "# not compiled, needs the extender: tiered/label: example.com/tier Exists:" in text
+    assert yaml.safe_load(text)["profiles"][0]["pluginConfig"] == profile["pluginConfig"]
+    refused = viewer.get(URL + "?mode=native&bundle=kubeadm")
+    assert refused.status_code == 400
+    assert "mode" in refused.json()

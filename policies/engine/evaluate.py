@@ -64,6 +64,9 @@ class PolicySetTable:
     dry_run: tuple[CompiledPolicy, ...]
     reject: dict[str, str | None]
     reject_detail: dict[str, str]
+    # wire reason -> the (policy, rule) it names: rejections are counted by their wire reason
+    # (few distinct strings, counted in C), then named.
+    reason_rules: dict[str, RuleKey]
     # The known nodes that pass every enforce filter rule; ``clean`` those of them that no
     # dry-run rule would reject either (the same set when no dry-run policy applies).
     passing: frozenset[str]
@@ -73,8 +76,7 @@ class PolicySetTable:
     reject_rules: dict[str, tuple[RuleKey, ...]]
     dry_reject: dict[str, str]
     dry_reject_rules: dict[str, tuple[RuleKey, ...]]
-    # The same as small integers (node -> index into ``rule_sets``): cheap to count per request.
-    reject_rule_ids: dict[str, int]
+    # Dry-run rule sets as small integers (node -> index into ``rule_sets``): cheap to count.
     dry_reject_rule_ids: dict[str, int]
     rule_sets: tuple[tuple[RuleKey, ...], ...]
     scores: ScoreModel
@@ -225,9 +227,12 @@ class ClusterEvaluator:
 
         reject: dict[str, str | None] = dict.fromkeys(names)
         reject_detail: dict[str, str] = {}
+        reason_rules: dict[str, RuleKey] = {}
         reject_rule_ids: dict[str, int] = {}
         for i, fails in self._nodes_failing(enforce).items():
-            reject[names[i]] = fails[0][0].wire_reason
+            first = fails[0][0]
+            reject[names[i]] = first.wire_reason
+            reason_rules[first.wire_reason] = (first.policy, first.label)
             reject_detail[names[i]] = "; ".join(reason for _, reason in fails)
             reject_rule_ids[names[i]] = rules_of(fails)
         dry_reject: dict[str, str] = {}
@@ -243,13 +248,13 @@ class ClusterEvaluator:
             dry_run=tuple(self.policies[p] for p in dry_run),
             reject=reject,
             reject_detail=reject_detail,
+            reason_rules=reason_rules,
             passing=passing,
             clean=clean,
             dry_passing=passing - clean,
             reject_rules={name: by_id[i] for name, i in reject_rule_ids.items()},
             dry_reject=dry_reject,
             dry_reject_rules={name: by_id[i] for name, i in dry_reject_rule_ids.items()},
-            reject_rule_ids=reject_rule_ids,
             dry_reject_rule_ids=dry_reject_rule_ids,
             rule_sets=by_id,
             scores=self._score_model(enforce),

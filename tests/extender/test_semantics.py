@@ -238,9 +238,11 @@ def test_call_record_counts_rejections_per_rule(
     assert (record.verb, record.cluster, record.mode) == ("filter", "sem", "names")
     assert (record.pod_namespace, record.pod_name, record.pod_uid) == ("ml", "p", "u1")
     assert (record.nodes_in, record.nodes_out) == (4, 1)
+    # Counted by the rule of each node's wire reason: n2 fails the condition only, n3 both
+    # (its reason is the label rule, first in stored order), spot-n4 the label rule.
     assert record.rejections_by_rule == {
         ("a", "label: gpu Exists"): 2,
-        ("a", "condition: Ready=True"): 2,
+        ("a", "condition: Ready=True"): 1,
     }
     assert record.duration_seconds > 0
 

@@ -108,12 +108,10 @@ def _count_reasons(rejected: dict[str, str], table: PolicySetTable) -> dict[Rule
 def _note_filter(record: CallRecord, outcome: FilterOutcome, table: PolicySetTable) -> None:
     rejected = outcome.rejected
     if rejected:
-        # The log keeps the full story of the first nodes: every failing rule, what the node has.
-        detail = table.reject_detail.get
-        record.rejected = [
-            (name, detail(name, reason))
-            for name, reason in islice(rejected.items(), MAX_RECORDED_NODES)
-        ]
+        record.rejected = list(islice(rejected.items(), MAX_RECORDED_NODES))
+        # The log keeps the full story (every failing rule, what the node has), looked up by the
+        # decision-log writer.
+        record.rejected_detail = table.reject_detail
         record.rejections_by_rule = _count_reasons(rejected, table)
     dry = outcome.dry_run_rejected
     if dry:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from extender import observe
+from extender import decisions, observe
 from extender.observe import CallRecord
 from inventory.models import Cluster
 from policies.services import label_assignment_create, policy_create
@@ -157,7 +157,11 @@ def test_wire_reason_names_policy_and_rule_the_log_adds_the_observed_value(
     reload()
     wire_reason = detail.rsplit(" (", 1)[0]
     assert run_filter()["FailedAndUnresolvableNodes"][node] == wire_reason
-    assert dict(records[-1].rejected)[node] == detail
+    record = records[-1]
+    assert dict(record.rejected)[node] == wire_reason
+    # The decision log writes the full story.
+    row = decisions.decision_from_call(0.0, record)
+    assert [node, detail] in row.rejected
 
 
 WEIGHT_CASES = [

@@ -162,6 +162,7 @@ def bench_in_process(rows: list[str]) -> None:
                 f"| {h50 / f50:.2f}x | {h99 / f99:.2f}x |"
             )
     rows.extend(table)
+    profile_filter(rows, application, names_body(100))
 
     table = [
         "",
@@ -181,6 +182,35 @@ def bench_in_process(rows: list[str]) -> None:
                 f"| {f99:.2f} | {h50 / f50:.2f}x | {h99 / f99:.2f}x |"
             )
     rows.extend(table)
+
+
+def profile_filter(rows: list[str], app: Callable, body: bytes) -> None:
+    """Where the in-process filter at N = 100 spends its time (cProfile, own time)."""
+    import cProfile
+    import pstats
+
+    rounds = 3000
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(rounds):
+        call_handler(app, "/extender/bench/filter", body)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    total = sum(entry[2] for entry in stats.stats.values())  # type: ignore[attr-defined]
+    top = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:12]  # type: ignore[attr-defined]
+    rows += [
+        "",
+        f"### Profile: in-process filter, N = 100, {rounds} calls (cProfile own time; "
+        "profiling inflates small functions)",
+        "",
+        "| function | calls per request | own time per request (us) | share |",
+        "|---|---:|---:|---:|",
+    ]
+    for (filename, line, name), (_, calls, own, _, _) in top:
+        where = f"{Path(filename).name}:{line}({name})" if line else name
+        rows.append(
+            f"| `{where}` | {calls / rounds:.1f} | {1e6 * own / rounds:.2f} | {own / total:.0%} |"
+        )
 
 
 def free_port() -> int:
@@ -240,12 +270,10 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def fetch(port: int, path: str, body: bytes) -> object:
-    import orjson
-
+def fetch(port: int, path: str, body: bytes) -> bytes:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     connection.request("POST", path, body, {"Content-Type": "application/json"})
-    reply = orjson.loads(connection.getresponse().read())
+    reply = connection.getresponse().read()
     connection.close()
     return reply
 
@@ -273,6 +301,7 @@ def http_samples(port: int, path: str, body: bytes, rounds: int) -> list[float]:
 def bench_http(rows: list[str], env: dict[str, str]) -> None:
     bodies = {n: names_body(n) for n in NAMES_SIZES}
     servers: dict[str, tuple[subprocess.Popen, int]] = {}
+    sizes: dict[tuple[str, int], int] = {}
     try:
         for label, app, extra in (
             ("portal", "portal.wsgi:application", {}),
@@ -283,14 +312,15 @@ def bench_http(rows: list[str], env: dict[str, str]) -> None:
             servers[label] = start_gunicorn(app, {**env, **extra})
         for _, port in servers.values():
             wait_ready(port, bodies[100])
-        for n in NAMES_SIZES:  # all answer the same, so only the cost differs
+        for n in NAMES_SIZES:  # all answer the same bytes, so only the cost differs
             for verb in ("filter", "prioritize"):
                 replies = [
                     fetch(port, f"/extender/bench/{verb}", bodies[n])
                     for _, port in servers.values()
                 ]
                 if any(reply != replies[0] for reply in replies):
-                    raise RuntimeError(f"{verb} N={n}: the servers answer differently")
+                    raise RuntimeError(f"{verb} N={n}: the servers answer different bytes")
+                sizes[(verb, n)] = len(replies[0])
         rows += [
             "",
             "### HTTP on loopback through gunicorn (deploy/gunicorn.conf.py, 2 sync workers), "
@@ -298,8 +328,8 @@ def bench_http(rows: list[str], env: dict[str, str]) -> None:
             "(targets p50 <= 1.2x, p99 <= 1.5x; the servers alternate in 4 slices)",
             "",
             "| verb | N | portal p50 | portal p99 | reference p50 | reference p99 | ratio p50 "
-            "| ratio p99 | without decision log: p50 | p99 | ratio p50 | ratio p99 |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| ratio p99 | without decision log: p50 | p99 | ratio p50 | ratio p99 | reply KB |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for n in NAMES_SIZES:
             rounds = {100: 600, 1000: 400, 5000: 200}[n]
@@ -317,7 +347,7 @@ def bench_http(rows: list[str], env: dict[str, str]) -> None:
                 rows.append(
                     f"| {verb} | {n} | {p50:.3f} | {p99:.3f} | {r50:.3f} | {r99:.3f} "
                     f"| {p50 / r50:.2f}x | {p99 / r99:.2f}x | {q50:.3f} | {q99:.3f} "
-                    f"| {q50 / r50:.2f}x | {q99 / r99:.2f}x |"
+                    f"| {q50 / r50:.2f}x | {q99 / r99:.2f}x | {sizes[(verb, n)] / 1024:.1f} |"
                 )
     finally:
         for process, _ in servers.values():

@@ -1,7 +1,7 @@
 """The reference the extender is measured against over HTTP: the fastest hand-written extender,
 with its answers compiled in. Per request it decodes, does one dict lookup per node and encodes
-a reply of the same content as the portal's (same reasons, same scores), as a raw WSGI app
-under the same gunicorn configuration.
+a reply of the same content as the portal's (same wire reasons, same scores: the same bytes),
+as a raw WSGI app under the same gunicorn configuration.
 
 The answers are taken from the portal's own snapshot for the benchmark pod when the process
 starts; the request path never touches Django.
@@ -19,6 +19,7 @@ django.setup()
 
 from bench.extender_load import CLUSTER, POD  # noqa: E402
 from policies.compile import build_snapshot  # noqa: E402
+from policies.engine.evaluate import unknown_node_reason  # noqa: E402
 from policies.engine.pods import pod_facts_from_dict  # noqa: E402
 
 
@@ -30,7 +31,7 @@ def _answers() -> tuple[dict[str, str | None], dict[str, int]]:
 
 
 VERDICTS, SCORES = _answers()
-UNKNOWN = "not in the inventory"
+UNKNOWN = unknown_node_reason(CLUSTER)
 
 
 def application(environ, start_response):

@@ -175,6 +175,14 @@ def _pairs(items: list[tuple[str, Any]], cap: int) -> list[list[Any]]:
     return out
 
 
+def _detailed(call: CallRecord) -> list[tuple[str, str]]:
+    """The rejected nodes with their full explanation when the call has one."""
+    detail = call.rejected_detail
+    if not detail:
+        return call.rejected
+    return [(name, detail.get(name, reason)) for name, reason in call.rejected]
+
+
 def decision_from_call(at: float, call: CallRecord) -> Decision:
     """The row for one call (unsaved)."""
     from extender.models import Decision
@@ -192,7 +200,7 @@ def decision_from_call(at: float, call: CallRecord) -> Decision:
         pod_uid=call.pod_uid[:64],
         nodes_in=max(0, call.nodes_in),
         nodes_out=max(0, call.nodes_out),
-        rejected=_pairs(call.rejected, REJECTED_CAP),
+        rejected=_pairs(_detailed(call), REJECTED_CAP),
         rejected_count=rejected_count,
         dry_run_rejected=_pairs(call.dry_run_rejected, REJECTED_CAP),
         top_scores=_pairs(call.top_scores, TOP_SCORES_CAP),

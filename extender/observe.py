@@ -29,8 +29,11 @@ class CallRecord:
     snapshot_revision: int
     # policy name -> version, for the active policies (enforce and dry-run)
     policy_versions: dict[str, int] = field(default_factory=dict)
-    # (node, reason) for rejected nodes; the handler caps the list
+    # (node, wire reason) for rejected nodes; the handler caps the list
     rejected: list[tuple[str, str]] = field(default_factory=list)
+    # node -> every failing rule with what the node has (the snapshot's immutable map), looked
+    # up when the decision is written, off the request path; None: the wire reason says it all
+    rejected_detail: dict[str, str] | None = None
     # (policy, rule label) -> number of nodes it rejected in this call
     rejections_by_rule: dict[tuple[str, str], int] = field(default_factory=dict)
     # same for dry-run policies: what they would have rejected

@@ -1,22 +1,18 @@
 """KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) for a cluster's extender.
 
-Keys are exactly those of the upstream ``Extender`` type (docs/wire.md, "Keys"); kube-scheduler
-decodes its configuration strictly, so nothing else may appear. The second-scheduler bundle
-is the path for managed clusters whose default scheduler cannot be reconfigured: a separate
-kube-scheduler Deployment with its own name and leader-election lease, which pods opt into
-with ``spec.schedulerName``.
+Keys are exactly those of the upstream v1 types, listed in docs/scheduler-config.md;
+kube-scheduler decodes its configuration strictly, so nothing else may appear. The manifests
+that run it (second scheduler, kubeadm static pod) are in ``extender.bundles``.
 """
 
 from __future__ import annotations
 
-import hashlib
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from urllib.parse import urlsplit
-
-import yaml
 
 from policies.engine.labels import dns1123_label_errors, dns1123_subdomain_errors, label_key_errors
 from policies.validation import ContentError
@@ -24,13 +20,11 @@ from policies.validation import ContentError
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 VERBS = ("filter", "prioritize", "preempt", "bind")
 DEFAULT_VERBS = ("filter", "prioritize", "preempt")
-# kube-scheduler releases the generated configuration is checked against (its v1 types and the
-# Deployment's schema): the image tag must be one of these minor lines.
-SUPPORTED_KUBE_MINORS = ("v1.35", "v1.36", "v1.37")
-DEFAULT_KUBE_VERSION = "v1.37.0"
-# Where a kubeadm control plane keeps kube-scheduler's kubeconfig (static-pod variant).
-KUBEADM_SCHEDULER_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
-SCHEDULER_UID = 65532
+# Kubernetes minor releases still supported upstream (kubernetes.io/releases): the generated
+# configuration and the kube-scheduler image tag must be one of them.
+SUPPORTED_MINORS = ("1.35", "1.36", "1.37")
+DEFAULT_KUBE_VERSION = "v1.37.1"
+KUBEADM_KUBECONFIG = "/etc/kubernetes/scheduler.conf"
 DEFAULT_SCHEDULER_NAME = "portal-scheduler"
 DEFAULT_NAMESPACE = "kube-system"
 CONFIG_FILE = "scheduler-config.yaml"
@@ -47,7 +41,9 @@ _UNIT_SECONDS = {
     "m": Decimal(60),
     "h": Decimal(3600),
 }
-_KUBE_VERSION = re.compile(r"v\d{1,3}\.\d{1,3}\.\d{1,3}")
+_KUBE_VERSION = re.compile(r"v(\d{1,3}\.\d{1,3})\.\d{1,3}")
+_ABSOLUTE_PATH = re.compile(r"/[^\x00\s]*")
+BUNDLES = ("second-scheduler", "kubeadm")
 # Resource names the API server reserves: never extended resources.
 _RESERVED_RESOURCE_PREFIXES = ("kubernetes.io/", "requests.")
 
@@ -78,6 +74,44 @@ def extended_resource_errors(name: str) -> list[str]:
     return label_key_errors(name)
 
 
+def loopback_host(url: str) -> bool:
+    """True when ``url`` points at this machine (``localhost``, 127.0.0.0/8, ``::1``): a URL
+    kube-scheduler, running elsewhere, cannot reach."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def external_url_warnings(url: str, *, configured: bool) -> list[str]:
+    """What is wrong with the extender URL put in ``urlPrefix``, for the reader to see."""
+    warnings = []
+    if not configured:
+        warnings.append(
+            "EXTENDER_EXTERNAL_URL and PORTAL_EXTERNAL_URL are unset: urlPrefix uses the host of "
+            "this request; set one (or pass base_url) to the URL kube-scheduler reaches."
+        )
+    if loopback_host(url):
+        warnings.append(
+            f"urlPrefix {url} is a loopback address: kube-scheduler in the cluster cannot reach "
+            "it; set EXTENDER_EXTERNAL_URL (or pass base_url)."
+        )
+    return warnings
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """``tlsConfig`` of the extender stanza: files on the kube-scheduler host or pod."""
+
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    server_name: str = ""
+
+
 @dataclass(frozen=True)
 class SchedulerConfigOptions:
     base_url: str
@@ -90,10 +124,11 @@ class SchedulerConfigOptions:
     scheduler_name: str = DEFAULT_SCHEDULER_NAME
     namespace: str = DEFAULT_NAMESPACE
     kube_version: str = DEFAULT_KUBE_VERSION
-    # clientConnection.kubeconfig: with --config, kube-scheduler ignores --kubeconfig.
+    bundle: str = ""
+    mode: str = ""
+    # clientConnection.kubeconfig; empty: in-cluster credentials (the Deployment's account)
     kubeconfig: str = ""
-    # tlsConfig.caFile when the extender is served over https with a private CA.
-    ca_file: str = ""
+    tls: TLSFiles = TLSFiles()
 
 
 def _bool(raw: str | None, default: bool, name: str, errors: dict) -> bool:
@@ -164,21 +199,36 @@ def parse_options(
     if dns1123_label_errors(namespace):
         errors["namespace"] = ["Must be a namespace name (DNS-1123 label)."]
     kube_version = query.get("kube_version") or DEFAULT_KUBE_VERSION
-    if not _KUBE_VERSION.fullmatch(kube_version) or not kube_version.startswith(
-        tuple(f"{minor}." for minor in SUPPORTED_KUBE_MINORS)
-    ):
-        errors["kube_version"] = [
-            f"Must be a release tag of {', '.join(SUPPORTED_KUBE_MINORS)} "
-            f"such as {DEFAULT_KUBE_VERSION}."
-        ]
-    kubeconfig = (query.get("kubeconfig") or "").strip()
-    if kubeconfig and not kubeconfig.startswith("/"):
-        errors["kubeconfig"] = ["Must be an absolute path on the scheduler's host or pod."]
-    ca_file = (query.get("ca_file") or "").strip()
-    if ca_file and not ca_file.startswith("/"):
-        errors["ca_file"] = ["Must be an absolute path on the scheduler's host or pod."]
-    elif ca_file and not base_url.startswith("https://"):
-        errors["ca_file"] = ["Needs an https:// base_url."]
+    version = _KUBE_VERSION.fullmatch(kube_version)
+    if version is None or version.group(1) not in SUPPORTED_MINORS:
+        supported = ", ".join(f"v{minor}.x" for minor in SUPPORTED_MINORS)
+        errors["kube_version"] = [f"Must be a supported release tag ({supported}), e.g. "
+                                  f"{DEFAULT_KUBE_VERSION}."]  # fmt: skip
+    bundle = query.get("bundle") or ""
+    if bundle and bundle not in BUNDLES:
+        errors["bundle"] = [f"Must be one of {', '.join(BUNDLES)}."]
+    mode = query.get("mode") or ""
+    if mode not in ("", "native"):
+        errors["mode"] = ["The only mode is native."]
+    elif mode and bundle:
+        errors["mode"] = ["mode=native gives the configuration alone: leave bundle out."]
+    kubeconfig = query.get("kubeconfig")
+    if kubeconfig is None:
+        kubeconfig = KUBEADM_KUBECONFIG if bundle == "kubeadm" else ""
+    files = {}
+    for name in ("kubeconfig", "tls_ca_file", "tls_cert_file", "tls_key_file"):
+        value = kubeconfig if name == "kubeconfig" else (query.get(name) or "")
+        if value and not _ABSOLUTE_PATH.fullmatch(value):
+            errors[name] = ["Must be an absolute file path."]
+        files[name] = value
+    if bool(files["tls_cert_file"]) != bool(files["tls_key_file"]):
+        errors["tls_cert_file"] = ["tls_cert_file and tls_key_file go together."]
+    server_name = query.get("tls_server_name") or ""
+    if server_name and dns1123_subdomain_errors(server_name):
+        errors["tls_server_name"] = ["Must be a DNS name."]
+    tls = TLSFiles(files["tls_ca_file"], files["tls_cert_file"], files["tls_key_file"], server_name)
+    if tls != TLSFiles() and not base_url.startswith("https://"):
+        errors["base_url"] = ["tls_* options need an https:// URL."]
 
     node_cache_capable = _bool(query.get("node_cache_capable"), True, "node_cache_capable", errors)
     ignorable = _bool(query.get("ignorable"), True, "ignorable", errors)
@@ -195,8 +245,10 @@ def parse_options(
         scheduler_name=scheduler_name,
         namespace=namespace,
         kube_version=kube_version,
+        bundle=bundle,
+        mode=mode,
         kubeconfig=kubeconfig,
-        ca_file=ca_file,
+        tls=tls,
     )
 
 
@@ -211,8 +263,19 @@ def extender_stanza(cluster_name: str, options: SchedulerConfigOptions) -> dict:
         stanza["weight"] = options.weight
     if options.base_url.startswith("https://"):
         stanza["enableHTTPS"] = True
-        if options.ca_file:
-            stanza["tlsConfig"] = {"caFile": options.ca_file}
+        tls = options.tls
+        tls_config = {
+            key: value
+            for key, value in (
+                ("serverName", tls.server_name),
+                ("certFile", tls.cert_file),
+                ("keyFile", tls.key_file),
+                ("caFile", tls.ca_file),
+            )
+            if value
+        }
+        if tls_config:
+            stanza["tlsConfig"] = tls_config
     stanza["httpTimeout"] = options.http_timeout
     stanza["nodeCacheCapable"] = options.node_cache_capable
     if options.managed_resources:
@@ -224,11 +287,18 @@ def extender_stanza(cluster_name: str, options: SchedulerConfigOptions) -> dict:
 
 
 def scheduler_configuration(
-    cluster_name: str, options: SchedulerConfigOptions, *, scheduler_name: str, leader: bool
+    cluster_name: str,
+    options: SchedulerConfigOptions,
+    *,
+    scheduler_name: str,
+    leader: bool,
+    plugin_config: list[dict] | None = None,
 ) -> dict:
-    """A whole KubeSchedulerConfiguration document using the extender."""
+    """A whole KubeSchedulerConfiguration document using the extender; ``plugin_config`` goes
+    into the profile (the native profile's NodeAffinity arguments)."""
     config: dict = {"apiVersion": API_VERSION, "kind": "KubeSchedulerConfiguration"}
     if options.kubeconfig:
+        # With --config, kube-scheduler ignores --kubeconfig: the file must be named here.
         config["clientConnection"] = {"kubeconfig": options.kubeconfig}
     if leader:
         # A lease of its own, so it never competes with the default scheduler's.
@@ -237,191 +307,9 @@ def scheduler_configuration(
             "resourceName": options.scheduler_name,
             "resourceNamespace": options.namespace,
         }
-    config["profiles"] = [{"schedulerName": scheduler_name}]
+    profile: dict = {"schedulerName": scheduler_name}
+    if plugin_config:
+        profile["pluginConfig"] = plugin_config
+    config["profiles"] = [profile]
     config["extenders"] = [extender_stanza(cluster_name, options)]
     return config
-
-
-def second_scheduler_bundle(cluster_name: str, options: SchedulerConfigOptions) -> list[dict]:
-    """ServiceAccount, RBAC, ConfigMap and Deployment running a second kube-scheduler."""
-    name, ns = options.scheduler_name, options.namespace
-    labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "policy-portal"}
-    meta = {"name": name, "namespace": ns, "labels": labels}
-    sa_subject = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
-    config = scheduler_configuration(cluster_name, options, scheduler_name=name, leader=True)
-    config_text = yaml.safe_dump(config, sort_keys=False)
-    # A changed ConfigMap changes the pod template, so the Deployment rolls.
-    checksum = hashlib.sha256(config_text.encode()).hexdigest()
-    probe = {"httpGet": {"path": "/healthz", "port": 10259, "scheme": "HTTPS"}}
-    selector = {"app.kubernetes.io/name": name}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"{name}-as-kube-scheduler", "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "system:kube-scheduler",
-            },
-            "subjects": sa_subject,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": f"{name}-as-volume-scheduler", "labels": labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "system:volume-scheduler",
-            },
-            "subjects": sa_subject,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {
-                "name": f"{name}-extension-apiserver-authentication-reader",
-                "namespace": "kube-system",
-                "labels": labels,
-            },
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": "extension-apiserver-authentication-reader",
-            },
-            "subjects": sa_subject,
-        },
-        # system:kube-scheduler may update only the "kube-scheduler" lease: this scheduler's
-        # own lease needs a Role of its own.
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {**meta, "name": f"{name}-leader-election"},
-            "rules": [
-                {
-                    "apiGroups": ["coordination.k8s.io"],
-                    "resources": ["leases"],
-                    "verbs": ["create"],
-                },
-                {
-                    "apiGroups": ["coordination.k8s.io"],
-                    "resources": ["leases"],
-                    "resourceNames": [name],
-                    "verbs": ["get", "update"],
-                },
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {**meta, "name": f"{name}-leader-election"},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": f"{name}-leader-election",
-            },
-            "subjects": sa_subject,
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {**meta, "name": f"{name}-config"},
-            "data": {CONFIG_FILE: config_text},
-        },
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": meta,
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": selector}},
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": meta,
-            "spec": {
-                # Two replicas, one leader (leader election above): a standby takes over.
-                "replicas": 2,
-                "selector": {"matchLabels": selector},
-                "template": {
-                    "metadata": {
-                        "labels": {**labels, "policy-portal.io/scheduler": "true"},
-                        "annotations": {"policy-portal.io/config-sha256": checksum},
-                    },
-                    "spec": {
-                        "serviceAccountName": name,
-                        "securityContext": {
-                            "runAsNonRoot": True,
-                            "runAsUser": SCHEDULER_UID,
-                            "runAsGroup": SCHEDULER_UID,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
-                        "affinity": {
-                            "podAntiAffinity": {
-                                "preferredDuringSchedulingIgnoredDuringExecution": [
-                                    {
-                                        "weight": 100,
-                                        "podAffinityTerm": {
-                                            "topologyKey": "kubernetes.io/hostname",
-                                            "labelSelector": {"matchLabels": selector},
-                                        },
-                                    }
-                                ]
-                            }
-                        },
-                        "containers": [
-                            {
-                                "name": "kube-scheduler",
-                                "image": f"registry.k8s.io/kube-scheduler:{options.kube_version}",
-                                "command": [
-                                    "/usr/local/bin/kube-scheduler",
-                                    f"--config=/etc/kubernetes/{name}/{CONFIG_FILE}",
-                                ],
-                                "livenessProbe": {**probe, "initialDelaySeconds": 15},
-                                "readinessProbe": probe,
-                                "resources": {
-                                    "requests": {"cpu": "100m", "memory": "128Mi"},
-                                    "limits": {"cpu": "1", "memory": "512Mi"},
-                                },
-                                "securityContext": {
-                                    "privileged": False,
-                                    "allowPrivilegeEscalation": False,
-                                    "readOnlyRootFilesystem": True,
-                                    "capabilities": {"drop": ["ALL"]},
-                                },
-                                "volumeMounts": [
-                                    {
-                                        "name": "config",
-                                        "mountPath": f"/etc/kubernetes/{name}",
-                                        "readOnly": True,
-                                    },
-                                    {"name": "tmp", "mountPath": "/tmp"},
-                                ],
-                            }
-                        ],
-                        "volumes": [
-                            {"name": "config", "configMap": {"name": f"{name}-config"}},
-                            {"name": "tmp", "emptyDir": {}},
-                        ],
-                    },
-                },
-            },
-        },
-    ]
-
-
-def loopback_warning(base_url: str, *, from_request: bool) -> str:
-    """Why ``base_url`` will not work from kube-scheduler, or "" when it may."""
-    host = (urlsplit(base_url).hostname or "").lower()
-    if host in ("localhost", "::1") or host.startswith("127."):
-        return (
-            f"urlPrefix uses {host}, a loopback address kube-scheduler cannot reach from its "
-            "pod: set EXTENDER_EXTERNAL_URL (or pass base_url)"
-        )
-    if from_request:
-        return (
-            "urlPrefix was taken from this request's host; set EXTENDER_EXTERNAL_URL to the "
-            "extender's address as kube-scheduler reaches it (or pass base_url)"
-        )
-    return ""

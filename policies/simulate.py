@@ -5,7 +5,9 @@ the extender serves (``extender.holder``), through the same calls the extender's
 makes (``ClusterEvaluator.active`` + ``table``, ``filter_names``, and scores over the nodes the
 filter kept, as kube-scheduler calls prioritize with them). The per-rule breakdown reads the
 same compiled rules (``FilterCheck.judge``/``reason``, ``WeightCheck.contribution``) over the same
-node columns, so it explains the decision rather than recomputing it.
+node columns, so it explains the decision rather than recomputing it. ``wire_reason`` is the one
+reason kube-scheduler gets for a rejected node; ``reasons`` are every failing rule with what the
+node has (docs/semantics.md#which-reason-goes-on-the-wire).
 """
 
 from __future__ import annotations
@@ -166,8 +168,7 @@ def simulate(*, cluster: Any, pod: Any, nodes: Any = None) -> dict:
                 "name": name,
                 "known": known,
                 "passed": ok,
-                # What kube-scheduler is told; ``reasons`` has every failing rule.
-                "scheduler_reason": result.rejected.get(name),
+                "wire_reason": result.rejected.get(name),
                 "reasons": reasons,
                 "contributions": _contributions(evaluator, table.enforce, name, result.passed)
                 if ok

@@ -238,11 +238,6 @@ EXTENDER_THREADS = env_int("EXTENDER_THREADS", 8)
 EXTENDER_READ_TIMEOUT_SECONDS = env_int("EXTENDER_READ_TIMEOUT_SECONDS", 5)
 EXTENDER_MAX_CONNECTIONS = env_int("EXTENDER_MAX_CONNECTIONS", 500)
 EXTENDER_MAX_CONNECTIONS_PER_CLIENT = env_int("EXTENDER_MAX_CONNECTIONS_PER_CLIENT", 32)
-# The extender's address as kube-scheduler reaches it, and the portal's own: the generated
-# scheduler configuration's urlPrefix (EXTENDER_EXTERNAL_URL first; without either, the host of
-# the request, with a warning).
-EXTENDER_EXTERNAL_URL = os.environ.get("EXTENDER_EXTERNAL_URL", "")
-PORTAL_EXTERNAL_URL = os.environ.get("PORTAL_EXTERNAL_URL", "")
 # Who may call the extender (comma-separated CIDRs; empty: anyone who reaches the port) and
 # who may call its bind verb (empty: the same list). docs/threat-model.md.
 # A sync that would remove more than this share of a cluster's nodes (always: all of them) is
@@ -251,6 +246,12 @@ INVENTORY_MAX_REMOVAL_SHARE = float(os.environ.get("INVENTORY_MAX_REMOVAL_SHARE"
 EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")
 EXTENDER_BIND_ALLOWED_CIDRS = os.environ.get("EXTENDER_BIND_ALLOWED_CIDRS", "")
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
+
+# --- Generated scheduler configuration ------------------------------------------------------
+# The URL kube-scheduler reaches the extender at (its urlPrefix): the extender's own when it is
+# served apart from the portal, else the portal's. Unset: the host of the request, with a warning.
+EXTENDER_EXTERNAL_URL = os.environ.get("EXTENDER_EXTERNAL_URL", "").strip()
+PORTAL_EXTERNAL_URL = os.environ.get("PORTAL_EXTERNAL_URL", "").strip()
 
 # --- i18n, static ---------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
@@ -13,24 +14,23 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from extender.bundles import kubeadm_bundle, second_scheduler_bundle
+from extender.native_profile import NativeProfile, native_profile
 from extender.scheduler_config import (
     DEFAULT_KUBE_VERSION,
     DEFAULT_NAMESPACE,
     DEFAULT_SCHEDULER_NAME,
-    loopback_warning,
+    KUBEADM_KUBECONFIG,
+    SUPPORTED_MINORS,
+    external_url_warnings,
     parse_options,
     scheduler_configuration,
-    second_scheduler_bundle,
 )
 from inventory.models import Cluster
-from policies.validation import ContentError
+from policies.models import LabelAssignment, Policy
+from policies.services import policy_content
 from portal.api.base import NulGuardMixin
-from portal.api.formats import (
-    JSONUnlessYAMLMixin,
-    negotiated_format,
-    yaml_dump,
-    yaml_dump_all,
-)
+from portal.api.formats import JSONUnlessYAMLMixin, response_format, yaml_dump
 from portal.api.permissions import ActionPermissions
 from portal.api.schema import PortalAutoSchema
 
@@ -38,8 +38,9 @@ CONFIG_PARAMETERS = [
     OpenApiParameter(
         "base_url",
         OpenApiTypes.STR,
-        description="The portal's URL as kube-scheduler reaches it (e.g. the in-cluster "
-        "Service URL); default: this request's scheme and host.",
+        description="The extender's URL as kube-scheduler reaches it (e.g. the in-cluster "
+        "Service URL); default: EXTENDER_EXTERNAL_URL, else PORTAL_EXTERNAL_URL, else this "
+        "request's scheme and host (with a warning).",
     ),
     OpenApiParameter("node_cache_capable", OpenApiTypes.BOOL, description="Default true."),
     OpenApiParameter(
@@ -61,9 +62,27 @@ CONFIG_PARAMETERS = [
     OpenApiParameter(
         "bundle",
         OpenApiTypes.STR,
-        enum=["second-scheduler"],
-        description="second-scheduler: ServiceAccount, RBAC, ConfigMap and Deployment.",
+        enum=["second-scheduler", "kubeadm"],
+        description="second-scheduler: ServiceAccount, RBAC, ConfigMap, Deployment and PDB; "
+        "kubeadm: the configuration file and the kubeadm ClusterConfiguration fragment.",
     ),
+    OpenApiParameter(
+        "mode",
+        OpenApiTypes.STR,
+        enum=["native"],
+        description="native: label rules of policies that apply to every pod compiled into the "
+        "NodeAffinity plugin's addedAffinity; JSON answers {configuration, not_compiled}.",
+    ),
+    OpenApiParameter(
+        "kubeconfig",
+        OpenApiTypes.STR,
+        description="clientConnection.kubeconfig (an absolute path); default none (in-cluster), "
+        f"{KUBEADM_KUBECONFIG} with bundle=kubeadm.",
+    ),
+    OpenApiParameter("tls_ca_file", OpenApiTypes.STR, description="tlsConfig.caFile (https)."),
+    OpenApiParameter("tls_cert_file", OpenApiTypes.STR, description="tlsConfig.certFile."),
+    OpenApiParameter("tls_key_file", OpenApiTypes.STR, description="tlsConfig.keyFile."),
+    OpenApiParameter("tls_server_name", OpenApiTypes.STR, description="tlsConfig.serverName."),
     OpenApiParameter(
         "scheduler_name",
         OpenApiTypes.STR,
@@ -75,14 +94,49 @@ CONFIG_PARAMETERS = [
     OpenApiParameter(
         "kube_version",
         OpenApiTypes.STR,
-        description=f"Bundle only: kube-scheduler image tag; default {DEFAULT_KUBE_VERSION}.",
+        description="Bundle only: kube-scheduler image tag, a supported release "
+        f"({', '.join(f'v{m}.x' for m in SUPPORTED_MINORS)}); default {DEFAULT_KUBE_VERSION}.",
     ),
-    OpenApiParameter("format", OpenApiTypes.STR, enum=["yaml", "json"], description="yaml."),
+    OpenApiParameter(
+        "format",
+        OpenApiTypes.STR,
+        enum=["yaml", "json"],
+        description="Wins over Accept; default: Accept (application/json or YAML), else yaml.",
+    ),
 ]
 
 
+def external_url(request: Request) -> tuple[str, bool]:
+    """The extender URL for urlPrefix and whether it was configured (not guessed)."""
+    configured = settings.EXTENDER_EXTERNAL_URL or settings.PORTAL_EXTERNAL_URL
+    if configured:
+        return configured, True
+    return request.build_absolute_uri("/"), False
+
+
+def warning_header(text: str) -> str:
+    """An RFC 7234 ``Warning`` value: code 299 (persistent), agent, quoted text."""
+    quoted = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{quoted}"'
+
+
+def native_profile_of(cluster: Cluster) -> NativeProfile:
+    """The native profile of ``cluster`` from the stored policies and label assignments."""
+    policies = Policy.objects.filter(enabled=True).prefetch_related("filter_rules", "weight_rules")
+    assignments = LabelAssignment.objects.filter(enabled=True).filter(
+        Q(cluster__isnull=True) | Q(cluster=cluster)
+    )
+    assigned = {key for labels in assignments.values_list("labels", flat=True) for key in labels}
+    return native_profile(
+        [policy_content(p) for p in policies.select_related("cluster")],
+        cluster=cluster.name,
+        assigned_keys=assigned,
+    )
+
+
 class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
-    """KubeSchedulerConfiguration (v1) using this cluster's extender, as YAML or JSON."""
+    """KubeSchedulerConfiguration (v1) using this cluster's extender, or the manifests that run
+    it (``bundle``), as YAML or JSON (docs/scheduler-config.md)."""
 
     permission_classes = [ActionPermissions]
     required_permissions = ["inventory.view_cluster"]
@@ -97,66 +151,73 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
             ),
             (200, "application/json"): OpenApiResponse(
                 {
-                    "oneOf": [
-                        {"type": "object", "description": "A KubeSchedulerConfiguration."},
-                        {
-                            "type": "object",
-                            "description": "With bundle: the manifests as a v1 List.",
-                        },
-                    ]
+                    "type": "object",
+                    "description": "A KubeSchedulerConfiguration, or with bundle a v1 List of "
+                    "the manifests.",
                 },
-                description="With format=json.",
+                description="With format=json or Accept: application/json.",
             ),
         },
         operation_id="v1_clusters_scheduler_config",
     )
     def get(self, request: Request, name: str, *args: Any, **kwargs: Any) -> HttpResponse:
         cluster = get_object_or_404(Cluster, name=name)
-        query = request.query_params
-        fmt = negotiated_format(request)
-        errors: dict[str, list[str]] = {}
-        bundle = query.get("bundle")
-        if bundle not in (None, "", "second-scheduler"):
-            errors["bundle"] = ["The only bundle is second-scheduler."]
-        configured = settings.EXTENDER_EXTERNAL_URL or settings.PORTAL_EXTERNAL_URL
-        default_base_url = configured or request.build_absolute_uri("/")
-        try:
-            options = parse_options(
-                query,
-                default_base_url=default_base_url,
-                bind_enabled=cluster.bind_enabled,
-            )
-        except ContentError as exc:
-            errors.update(exc.errors)
-        if errors:
-            raise ContentError(errors)
-        if bundle:
+        fmt = response_format(request)
+        default_url, configured = external_url(request)
+        options = parse_options(
+            request.query_params, default_base_url=default_url, bind_enabled=cluster.bind_enabled
+        )
+        warnings = external_url_warnings(
+            options.base_url, configured=configured or bool(request.query_params.get("base_url"))
+        )
+        bundle = options.bundle
+        if bundle == "second-scheduler":
             documents: Any = second_scheduler_bundle(cluster.name, options)
+        elif bundle == "kubeadm":
+            documents = kubeadm_bundle(cluster.name, options)
+        elif options.mode == "native":
+            native = native_profile_of(cluster)
+            config = scheduler_configuration(
+                cluster.name,
+                options,
+                scheduler_name="default-scheduler",
+                leader=False,
+                plugin_config=native.plugin_config(),
+            )
+            warnings_yaml = [
+                f"not compiled, needs the extender: {n['policy']}/{n['rule']}: {n['reason']}"
+                for n in native.not_compiled
+            ]
+            if fmt == "json":
+                response: HttpResponse = Response(
+                    {"configuration": config, "not_compiled": native.not_compiled}
+                )
+            else:
+                comments = "".join(f"# WARNING: {w}\n" for w in warnings)
+                comments += "".join(f"# {line}\n" for line in warnings_yaml)
+                response = HttpResponse(
+                    comments + yaml_dump(config), content_type="application/yaml; charset=utf-8"
+                )
+            if warnings:
+                response.headers["Warning"] = ", ".join(warning_header(w) for w in warnings)
+            return response
         else:
             documents = scheduler_configuration(
                 cluster.name, options, scheduler_name="default-scheduler", leader=False
             )
-        warning = loopback_warning(
-            options.base_url, from_request=not configured and not query.get("base_url")
-        )
+        if bundle:
+            # One object in either format, which kubectl apply -f reads: a v1 List.
+            documents = {"apiVersion": "v1", "kind": "List", "items": documents}
         if fmt == "json":
-            # Several manifests travel as a v1 List, which `kubectl apply -f` reads.
-            if bundle:
-                reply = Response({"apiVersion": "v1", "kind": "List", "items": documents})
-            else:
-                reply = Response(documents)
-            if warning:
-                reply["Warning"] = f'299 - "{warning}"'
-            return reply
-        text = yaml_dump_all(documents) if bundle else yaml_dump(documents)
-        if warning:
-            text = f"# WARNING: {warning}\n{text}"
-        response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
-        if warning:
-            response["Warning"] = f'299 - "{warning}"'
-
-        suffix = "-second-scheduler" if bundle else ""
-        response["Content-Disposition"] = (
-            f'inline; filename="{cluster.name}-scheduler-config{suffix}.yaml"'
-        )
+            response = Response(documents)
+        else:
+            text = yaml_dump(documents)
+            comments = "".join(f"# WARNING: {w}\n" for w in warnings)
+            response = HttpResponse(comments + text, content_type="application/yaml; charset=utf-8")
+            suffix = f"-{bundle}" if bundle else ""
+            response["Content-Disposition"] = (
+                f'inline; filename="{cluster.name}-scheduler-config{suffix}.yaml"'
+            )
+        if warnings:
+            response.headers["Warning"] = ", ".join(warning_header(w) for w in warnings)
         return response

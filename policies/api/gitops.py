@@ -22,7 +22,7 @@ from portal.api.formats import (
     TextYAMLParser,
     XYAMLParser,
     YAMLParser,
-    negotiated_format,
+    response_format,
     yaml_dump,
 )
 from portal.api.parsers import BoundedJSONParser
@@ -71,6 +71,9 @@ class SimulatedNodeSerializer(serializers.Serializer):
     name = serializers.CharField()
     known = serializers.BooleanField(help_text="In the cluster's inventory.")
     passed = serializers.BooleanField()
+    wire_reason = serializers.CharField(
+        allow_null=True, help_text="The one reason kube-scheduler gets; null: passed."
+    )
     reasons = RuleReasonSerializer(many=True)
     contributions = ContributionSerializer(many=True)
     raw_score = serializers.FloatField(allow_null=True, help_text="null: filtered out.")
@@ -238,7 +241,11 @@ class ExportView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter(
-                "format", OpenApiTypes.STR, enum=["yaml", "json"], description="Default yaml."
+                "format",
+                OpenApiTypes.STR,
+                enum=["yaml", "json"],
+                description="Wins over Accept; default: Accept (application/json or YAML), "
+                "else yaml. 406 when Accept names neither.",
             )
         ],
         responses={
@@ -247,7 +254,7 @@ class ExportView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
         },
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
-        fmt = negotiated_format(request)
+        fmt = response_format(request)
         document = export_document()
         if fmt == "json":
             return Response(document)

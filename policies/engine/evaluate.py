@@ -15,7 +15,6 @@ disagree:
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
@@ -44,18 +43,9 @@ UNKNOWN = "\x00unknown node\x00"
 def unknown_node_reason(cluster: str) -> str:
     """Why a node name the inventory does not hold is rejected (``unknown_node_action: deny``).
 
-    The same string for every such node, so kube-scheduler's summary of the reply stays short.
+    The same string for every such node, so kube-scheduler's summary counts them as one reason.
     """
-    return sys.intern(f'node is not in the portal\'s inventory of cluster "{cluster}"')
-
-
-def wire_reason(check: FilterCheck) -> str:
-    """What kube-scheduler gets for a node ``check`` rejects: ``<policy>/<description>``.
-
-    No node-specific value, so identical rejections aggregate (docs/semantics.md, "Which reason
-    goes on the wire").
-    """
-    return sys.intern(f"{check.policy}/{check.label}")
+    return f'node is not in the portal\'s inventory of cluster "{cluster}"'
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -63,16 +53,20 @@ class PolicySetTable:
     """The combined verdicts of one set of active policies over an evaluator's nodes.
 
     ``reject`` holds every known node: None when it passes every enforce filter rule, else the
-    reason kube-scheduler gets (the first failing rule, see ``wire_reason``). ``reject_detail``
-    has the whole story for the same nodes: every failing rule with what the node has
-    (``"; "``-joined), for the decision log and simulate. The other maps are sparse: absent
-    means nothing to say.
+    one reason kube-scheduler gets, ``<policy>/<rule>`` of the first failing rule (enforce
+    policies by name, then rules in their stored order). ``reject_detail`` has every failing
+    rule with what the node has (``"; "``-joined) for the decision log. The other maps are
+    sparse: absent means nothing to say.
     """
 
+    # The active policies, each sorted by name (the order that picks the wire reason).
     enforce: tuple[CompiledPolicy, ...]
     dry_run: tuple[CompiledPolicy, ...]
     reject: dict[str, str | None]
     reject_detail: dict[str, str]
+    # wire reason -> the (policy, rule) it names: rejections are counted by their wire reason
+    # (few distinct strings, counted in C), then named.
+    reason_rules: dict[str, RuleKey]
     # The known nodes that pass every enforce filter rule; ``clean`` those of them that no
     # dry-run rule would reject either (the same set when no dry-run policy applies).
     passing: frozenset[str]
@@ -82,8 +76,7 @@ class PolicySetTable:
     reject_rules: dict[str, tuple[RuleKey, ...]]
     dry_reject: dict[str, str]
     dry_reject_rules: dict[str, tuple[RuleKey, ...]]
-    # The same as small integers (node -> index into ``rule_sets``): cheap to count per request.
-    reject_rule_ids: dict[str, int]
+    # Dry-run rule sets as small integers (node -> index into ``rule_sets``): cheap to count.
     dry_reject_rule_ids: dict[str, int]
     rule_sets: tuple[tuple[RuleKey, ...], ...]
     scores: ScoreModel
@@ -159,10 +152,15 @@ class ClusterEvaluator:
             self._tables[positions] = table
         return table
 
+    def _by_name(self, positions: Iterable[int]) -> list[int]:
+        """``positions`` in the order that picks the wire reason: policy name, as Python sorts."""
+        return sorted(positions, key=lambda p: (self.policies[p].name, p))
+
     def _nodes_failing(self, positions: Iterable[int]) -> dict[int, list[tuple[FilterCheck, str]]]:
+        """Per failing node index, its failing rules with detailed reasons, in wire order."""
         fails: dict[int, list[tuple[FilterCheck, str]]] = {}
         count = len(self.nodes)
-        for position in positions:
+        for position in self._by_name(positions):
             for check, failing in self._failing[position]:
                 if not failing:
                     continue
@@ -218,15 +216,8 @@ class ClusterEvaluator:
         return allocatable
 
     def _build_table(self, positions: tuple[int, ...]) -> PolicySetTable:
-        # Enforce policies by name (Python string order, whatever the database's collation): the
-        # first failing rule in this order is the one kube-scheduler is told about.
-        enforce = tuple(
-            sorted(
-                (p for p in positions if self.policies[p].enforce),
-                key=lambda p: self.policies[p].name,
-            )
-        )
-        dry_run = tuple(p for p in positions if not self.policies[p].enforce)
+        enforce = tuple(self._by_name(p for p in positions if self.policies[p].enforce))
+        dry_run = tuple(self._by_name(p for p in positions if not self.policies[p].enforce))
         names = self.nodes.names
         rule_sets: dict[tuple[RuleKey, ...], int] = {}
 
@@ -236,9 +227,12 @@ class ClusterEvaluator:
 
         reject: dict[str, str | None] = dict.fromkeys(names)
         reject_detail: dict[str, str] = {}
+        reason_rules: dict[str, RuleKey] = {}
         reject_rule_ids: dict[str, int] = {}
         for i, fails in self._nodes_failing(enforce).items():
-            reject[names[i]] = wire_reason(fails[0][0])
+            first = fails[0][0]
+            reject[names[i]] = first.wire_reason
+            reason_rules[first.wire_reason] = (first.policy, first.label)
             reject_detail[names[i]] = "; ".join(reason for _, reason in fails)
             reject_rule_ids[names[i]] = rules_of(fails)
         dry_reject: dict[str, str] = {}
@@ -254,13 +248,13 @@ class ClusterEvaluator:
             dry_run=tuple(self.policies[p] for p in dry_run),
             reject=reject,
             reject_detail=reject_detail,
+            reason_rules=reason_rules,
             passing=passing,
             clean=clean,
             dry_passing=passing - clean,
             reject_rules={name: by_id[i] for name, i in reject_rule_ids.items()},
             dry_reject=dry_reject,
             dry_reject_rules={name: by_id[i] for name, i in dry_reject_rule_ids.items()},
-            reject_rule_ids=reject_rule_ids,
             dry_reject_rule_ids=dry_reject_rule_ids,
             rule_sets=by_id,
             scores=self._score_model(enforce),
@@ -271,15 +265,12 @@ class ClusterEvaluator:
 
 @dataclass(slots=True)
 class FilterOutcome:
-    """Which of the request's nodes pass, and why the others do not.
-
-    ``rejected`` holds the reasons kube-scheduler gets; ``PolicySetTable.reject_detail`` the
-    full story for the same known nodes.
-    """
+    """Which of the request's nodes pass, and why the others do not."""
 
     passed: list[str]
+    # node -> the one reason kube-scheduler gets
     rejected: dict[str, str]
-    # What dry-run policies would have rejected (never part of the response).
+    # What dry-run policies would have rejected, in detail (never part of the response).
     dry_run_rejected: dict[str, str] = field(default_factory=dict)
 
 
@@ -331,15 +322,6 @@ def filter_names(
     return FilterOutcome(passed, rejected, dry_run_rejected)
 
 
-def detailed(
-    table: PolicySetTable, rejected: Iterable[tuple[str, str]] | dict[str, str]
-) -> dict[str, str]:
-    """The full reasons for rejected nodes (the wire reason for names the table has no node for)."""
-    items = rejected.items() if isinstance(rejected, dict) else rejected
-    detail = table.reject_detail.get
-    return {name: detail(name, reason) for name, reason in items}
-
-
 def score_names(table: PolicySetTable, names: Sequence[str]) -> list[int]:
     """Scores 0..10 for the request's nodes, one per name in order (duplicates included)."""
     return table.scores.scores(names)
@@ -352,8 +334,8 @@ class PodEvaluation:
     policies: list[str]
     dry_run_policies: list[str]
     passed: list[str]
-    # What kube-scheduler is told per rejected node, and the whole story (every failing rule
-    # with what the node has).
+    # node -> the one reason kube-scheduler gets; ``rejected_detail``: every failing rule with
+    # what the node has (the unknown-node reason for names without facts)
     rejected: dict[str, str]
     rejected_detail: dict[str, str]
     rejected_rules: dict[str, tuple[RuleKey, ...]]
@@ -387,7 +369,7 @@ def evaluate_names(
         dry_run_policies=[p.name for p in table.dry_run],
         passed=passed,
         rejected=outcome.rejected,
-        rejected_detail=detailed(table, outcome.rejected),
+        rejected_detail={n: table.reject_detail.get(n, r) for n, r in outcome.rejected.items()},
         rejected_rules={
             n: table.reject_rules[n] for n in outcome.rejected if n in table.reject_rules
         },

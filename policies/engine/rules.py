@@ -5,8 +5,11 @@ resource, a condition or the node name) and judges a single observed value of th
 facts take few distinct values across a cluster (a zone, an instance type, a Ready status), so
 the snapshot judges each distinct value once per rule and every node then costs an index.
 
-Reasons read ``<policy>/<rule> (<what the node has>)``, where ``<rule>`` is the rule's message
-when it has one, else a description such as ``label: nvidia.com/gpu.product In [A100]``.
+A rule has two reasons (docs/semantics.md#which-reason-goes-on-the-wire): the wire reason
+``<policy>/<rule>``, the same for every node it rejects, and the detailed one
+``<policy>/<rule> (<what the node has>)`` for the decision log and simulate. ``<rule>`` is the
+rule's message when it has one, else a description such as
+``label: nvidia.com/gpu.product In [A100]``.
 """
 
 from __future__ import annotations
@@ -50,8 +53,13 @@ class FilterCheck:
     column: Column
     judge: Judge
 
+    @property
+    def wire_reason(self) -> str:
+        """The reason kube-scheduler gets: ``<policy>/<rule>``, free of node values."""
+        return sys.intern(f"{self.policy}/{self.label}")
+
     def reason(self, observed: str) -> str:
-        """The rejection reason for a node that has ``observed``."""
+        """The detailed rejection reason for a node that has ``observed``."""
         return sys.intern(f"{self.policy}/{self.label} ({observed})")
 
 

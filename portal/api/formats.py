@@ -1,4 +1,5 @@
-"""YAML in and out, for ``apply``/``export``, node imports and scheduler configuration."""
+"""YAML in and out, for ``apply``/``export``, node imports and scheduler configuration, and the
+choice between YAML and JSON for the routes that answer either (docs/scheduler-config.md)."""
 
 from __future__ import annotations
 
@@ -119,16 +120,6 @@ def yaml_dump(data: Any) -> str:
     )
 
 
-def yaml_dump_all(documents: list[Any]) -> str:
-    return yaml.dump_all(
-        documents,
-        Dumper=_BlockDumper,
-        sort_keys=False,
-        default_flow_style=False,
-        allow_unicode=True,
-    )
-
-
 class YAMLRenderer(BaseRenderer):
     media_type = "application/yaml"
     format = "yaml"
@@ -144,55 +135,6 @@ class YAMLRenderer(BaseRenderer):
         return yaml_dump(data).encode()
 
 
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
-FORMATS = ("yaml", "json")
-
-
-def _accepted(header: str) -> list[tuple[float, int, str]]:
-    """``Accept`` as (quality, -position, media type), best first; malformed parts are skipped."""
-    ranges = []
-    for position, part in enumerate(header.split(",")):
-        media, *params = (piece.strip() for piece in part.split(";"))
-        if not media:
-            continue
-        quality = 1.0
-        for param in params:
-            name, _, value = param.partition("=")
-            if name.strip().lower() == "q":
-                try:
-                    quality = float(value)
-                except ValueError:
-                    quality = 0.0
-        ranges.append((quality, -position, media.lower()))
-    return sorted(ranges, reverse=True)
-
-
-def negotiated_format(request: Any) -> str:
-    """``yaml`` or ``json`` for a document route: ``?format=`` wins, then ``Accept``, else YAML.
-
-    Raises 400 for an unknown ``format`` and 406 when ``Accept`` allows neither type.
-    """
-    fmt = request.query_params.get("format")
-    if fmt:
-        if fmt not in FORMATS:
-            raise ValidationError({"format": ["Must be yaml or json."]})
-        return fmt
-    header = request.META.get("HTTP_ACCEPT", "").strip()
-    if not header:
-        return "yaml"
-    for quality, _, media in _accepted(header):
-        if quality <= 0:
-            continue
-        if media in YAML_TYPES or media in ("*/*", "application/*", "text/*"):
-            return "yaml"
-        if media == "application/json":
-            return "json"
-    raise NotAcceptable(
-        f"Cannot produce {header!r}: this document is served as application/yaml (the default) "
-        "or application/json."
-    )
-
-
 class JSONUnlessYAMLMixin:
     """Views whose YAML output is built by hand: DRF renders everything else (errors, the
     ``?format=json`` answer) as JSON, whatever ``Accept`` or ``format`` say."""
@@ -202,3 +144,32 @@ class JSONUnlessYAMLMixin:
 
         renderer = JSONRenderer()
         return renderer, renderer.media_type
+
+
+YAML = "yaml"
+JSON = "json"
+# What the YAML-or-JSON routes can produce; with no Accept header (or */*), the first: YAML.
+_MEDIA_TYPES = {
+    "application/yaml": YAML,
+    "application/x-yaml": YAML,
+    "text/yaml": YAML,
+    "application/json": JSON,
+}
+
+
+def response_format(request: Any) -> str:
+    """``yaml`` or ``json`` for a DRF request: ``?format=`` when given (400 if it is neither),
+    else the preferred type of the ``Accept`` header (q-values honoured), else YAML; 406 when
+    ``Accept`` names only types the route cannot produce."""
+    fmt = request.query_params.get("format")
+    if fmt:
+        if fmt not in (YAML, JSON):
+            raise ValidationError({"format": ["Must be yaml or json."]})
+        return fmt
+    preferred = request._request.get_preferred_type(list(_MEDIA_TYPES))
+    if preferred is None:
+        raise NotAcceptable(
+            f"Cannot answer {request.headers.get('Accept')!r}: this route produces "
+            "application/yaml (the default) or application/json; or pass ?format=yaml|json."
+        )
+    return _MEDIA_TYPES[preferred]

@@ -80,6 +80,8 @@ ROUTES = [
     Route("POST", "/api/v1/policies/gpu-only/rollback/", 200, WRITE, {"version": 1}),
     # simulate, apply, export, decisions, audit
     Route("POST", "/api/v1/simulate/", 200, SIMULATE, {"cluster": "prod", "pod": POD}),
+    # A preview writes nothing: every role that can see policies may preview one.
+    Route("POST", "/api/v1/policies/preview/", 200, SIMULATE, policy_data(name="draft")),
     Route("POST", "/api/v1/apply/", 200, WRITE, POLICY_SET),
     Route("POST", "/api/v1/apply/?dry_run=true", 200, WRITE, POLICY_SET),
     Route("GET", "/api/v1/export/", 200),

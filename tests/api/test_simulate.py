@@ -161,9 +161,9 @@ def test_simulate_and_extender_agree_on_every_node(viewer, installation):
         for name, reason in rejected.items():
             row = rows[name]
             assert not row["passed"]
-            assert row["scheduler_reason"] == reason
-            first = row["reasons"][0]
-            if first["policy"] is not None:
+            assert row["wire_reason"] == reason
+            if row["known"]:
+                first = row["reasons"][0]
                 assert f"{first['policy']}/{first['rule']}" == reason
         if len(passed) > 0:
             scored = call("/extender/prod/prioritize", {"Pod": pod, "NodeNames": passed})

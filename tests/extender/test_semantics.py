@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from extender import observe
+from extender import decisions, observe
 from extender.observe import CallRecord
 from inventory.models import Cluster
 from policies.services import label_assignment_create, policy_create
@@ -147,30 +147,21 @@ REASON_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("rule", "node", "reason"), REASON_CASES)
-def test_wire_reason_names_policy_and_rule_and_the_log_adds_the_observed_value(
-    cluster: Cluster, rule: dict, node: str, reason: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("rule", "node", "detail"), REASON_CASES)
+def test_wire_reason_names_policy_and_rule_the_log_adds_the_observed_value(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, rule: dict, node: str, detail: str
 ) -> None:
-    policy("p", filters=[rule])
-    reload()
     records: list[CallRecord] = []
     monkeypatch.setattr(observe, "record_call", records.append)
-    wire_reason = reason.rsplit(" (", 1)[0]
-    assert run_filter()["FailedAndUnresolvableNodes"][node] == wire_reason
-    assert dict(records[0].rejected)[node] == reason
-
-
-def test_wire_reason_is_the_first_failing_rule_by_policy_name_then_rule_order(
-    cluster: Cluster,
-) -> None:
-    # n3 fails both policies (both rules of "b"); "a" sorts first whatever the creation order.
-    policy("b", filters=[label("gpu", "In", "A100"), condition("Ready", "True")])
-    policy("a", filters=[condition("Ready", "True")])
+    policy("p", filters=[rule])
     reload()
-    failed = run_filter()["FailedAndUnresolvableNodes"]
-    assert failed["n3"] == "a/condition: Ready=True"
-    # spot-n4 is Ready: "a" passes it, and "b"'s first rule is the one it fails.
-    assert failed["spot-n4"] == "b/label: gpu In [A100]"
+    wire_reason = detail.rsplit(" (", 1)[0]
+    assert run_filter()["FailedAndUnresolvableNodes"][node] == wire_reason
+    record = records[-1]
+    assert dict(record.rejected)[node] == wire_reason
+    # The decision log writes the full story.
+    row = decisions.decision_from_call(0.0, record)
+    assert [node, detail] in row.rejected
 
 
 WEIGHT_CASES = [
@@ -202,6 +193,7 @@ def test_policies_combine_filters_and_sum_weights(cluster: Cluster) -> None:
     reply = run_filter()
     assert reply["NodeNames"] == ["n1"]
     failed = reply["FailedAndUnresolvableNodes"]
+    # One reason per node: the first failing rule, enforce policies by name.
     assert failed["n2"] == "b/condition: Ready=True"
     assert failed["n3"] == "a/label: gpu Exists"
     # raw: n1 1, n2 3 + 1 = 4, n3 1, n4 0 -> (raw - 0) / 4 x 10
@@ -250,9 +242,11 @@ def test_call_record_counts_rejections_per_rule(
     assert (record.verb, record.cluster, record.mode) == ("filter", "sem", "names")
     assert (record.pod_namespace, record.pod_name, record.pod_uid) == ("ml", "p", "u1")
     assert (record.nodes_in, record.nodes_out) == (4, 1)
+    # Counted by the rule of each node's wire reason: n2 fails the condition only, n3 both
+    # (its reason is the label rule, first in stored order), spot-n4 the label rule.
     assert record.rejections_by_rule == {
         ("a", "label: gpu Exists"): 2,
-        ("a", "condition: Ready=True"): 2,
+        ("a", "condition: Ready=True"): 1,
     }
     assert record.duration_seconds > 0
 

@@ -17,6 +17,8 @@ from django.utils import timezone
 from inventory.models import Cluster, ClusterSource, SyncState
 from inventory.services import ApplyResult, nodes_apply
 from policies.validation import ContentError
+from portal import limits
+from portal.api.formats import yaml_load
 from portal.audit import audit_record
 from portal.models import AuditAction
 
@@ -35,11 +37,16 @@ def parse_node_list(document: bytes | str | Mapping[str, Any]) -> list[Any]:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError:
             try:
-                data = yaml.safe_load(raw)
+                # Aliases refused and nesting bounded: a few hundred bytes must not expand
+                # into gigabytes of node_info (portal/limits.py).
+                data = yaml_load(raw)
             except yaml.YAMLError as exc:
                 raise ContentError(
                     {"document": [f"Neither valid JSON nor valid YAML: {exc}".splitlines()[0]]}
                 ) from None
+    depth_problem = limits.nesting_depth_error(data)
+    if depth_problem:
+        raise ContentError({"document": [depth_problem]})
     if not isinstance(data, Mapping):
         raise ContentError(
             {"document": ["Expected a NodeList object (kubectl get nodes -o json)."]}

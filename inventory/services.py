@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from inventory.models import RESERVED_CLUSTER_NAMES, Cluster, ClusterSource, Node, UnknownNodeAction
 from inventory.node_objects import node_fields
-from policies.engine.labels import dns1123_label_errors
+from policies.engine.labels import dns1123_label_errors, dns1123_subdomain_errors
 from policies.validation import ContentError
 from portal.audit import audit_record
 from portal.models import AuditAction
@@ -222,7 +222,8 @@ def object_name(obj: Any) -> str | None:
         return None
     metadata = obj.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    if not isinstance(name, str) or not name or len(name) > 253:
+    # What the API server accepts as a node name: a DNS-1123 subdomain.
+    if not isinstance(name, str) or dns1123_subdomain_errors(name):
         return None
     return name
 

@@ -177,3 +177,27 @@ def test_an_unexpected_error_is_a_json_500_without_details(
     assert response["Content-Type"].startswith("application/json")
     assert "db.internal" not in response.content.decode()
     assert response.json()["detail"].startswith("Internal error")
+
+
+def test_a_node_list_alias_bomb_or_bad_names_through_the_import_path(db) -> None:
+    """The admin upload and `import_nodes` share parse_node_list and nodes_apply."""
+    from inventory.imports import parse_node_list
+    from inventory.services import nodes_apply
+    from policies.validation import ContentError
+
+    with pytest.raises(ContentError, match="aliases"):
+        parse_node_list(b"kind: NodeList\nitems:\n" + ALIAS_BOMB)
+    with pytest.raises(ContentError, match="MAX_DEPTH"):
+        parse_node_list(nested_yaml(100))
+    cluster = make_cluster("c")
+    result = nodes_apply(
+        cluster=cluster,
+        objects=[
+            {"metadata": {"name": "good-node"}},
+            {"metadata": {"name": "Bad_Node"}},
+            {"metadata": {"name": "x" * 300}},
+        ],
+        replace=False,
+    )
+    assert set(Node.objects.values_list("name", flat=True)) == {"good-node"}
+    assert len(result.skipped) == 2

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from django.core.management import CommandError, call_command
 
 from inventory.models import Cluster, Node, SyncState
 from inventory.sync import sync_cluster
+from portal.api.formats import yaml_dump
 from portal.models import AuditAction, AuditEntry
 from tests.factories import make_cluster
 from tests.support.fake_kube import FakeKubeServer
@@ -97,7 +97,8 @@ def test_import_json_file_then_yaml_stdin_replaces(
     assert "3 nodes (3 added, 0 changed, 0 removed)" in out.getvalue()
     first = realistic_node(0)
     first["metadata"]["labels"]["team"] = "ml"
-    document = yaml.safe_dump({"apiVersion": "v1", "kind": "NodeList", "items": [first]})
+    # As kubectl writes YAML: no anchors or aliases (the import refuses those).
+    document = yaml_dump({"apiVersion": "v1", "kind": "NodeList", "items": [first]})
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(document.encode())))
     out = io.StringIO()
     call_command("import_nodes", "lab", "-", stdout=out)

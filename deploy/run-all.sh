@@ -33,7 +33,7 @@ processes=(
     "web=.venv/bin/gunicorn portal.wsgi:application -c deploy/gunicorn.conf.py --bind ${HOST}:${PORT} --workers ${WEB_CONCURRENCY} --access-logfile -"
     "extender=$PY manage.py serve_extender --bind ${HOST}:${EXTENDER_PORT}"
     "worker=.venv/bin/celery -A portal worker -l info --concurrency 2"
-    "beat=.venv/bin/celery -A portal beat -l info -s ${VAR}/celerybeat-schedule"
+    "beat=$PY manage.py run_beat --schedule ${VAR}/celerybeat-schedule"
 )
 processes+=("watcher=$PY manage.py watch_nodes")
 

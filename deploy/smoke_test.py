@@ -154,16 +154,7 @@ def main() -> int:
             "--concurrency",
             "1",
         ],
-        "beat": [
-            str(bin_dir / "celery"),
-            "-A",
-            "portal",
-            "beat",
-            "-l",
-            "info",
-            "-s",
-            str(state / "celerybeat-schedule"),
-        ],
+        "beat": [python, "manage.py", "run_beat", "--schedule", str(state / "celerybeat-schedule")],
         "watcher": [python, "manage.py", "watch_nodes"],
     }
     logs = {name: state / f"{name}.log" for name in commands}

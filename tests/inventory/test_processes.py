@@ -232,3 +232,41 @@ def test_watch_nodes_command_follows_changes_and_stops_on_sigterm(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0
     assert "stopped" in log.read_text()
+
+
+def test_two_watchers_one_acts_and_a_standby_takes_over(
+    processes: Processes, kube: FakeKubeServer, make_kube_cluster: Any
+) -> None:
+    """Two real watch_nodes processes: one holds the lock and watches, the other stands by;
+    killed, the leader's lock goes with its session and the standby takes over."""
+    names = add_nodes(kube, 2)
+    cluster = make_kube_cluster("prod")
+    args = (sys.executable, "manage.py", "watch_nodes", "--refresh", "0.5", "--lock-poll", "0.5")
+    first, first_log = processes.start("watcher-1", *args)
+    wait_for(lambda: "watching nodes" in first_log.read_text(), "the first watcher to lead")
+    _second, second_log = processes.start("watcher-2", *args)
+    wait_for(lambda: "standby" in second_log.read_text(), "the second watcher to stand by")
+    wait_for(lambda: Node.objects.filter(cluster=cluster).count() == 2, "the initial list")
+    assert "watching nodes" not in second_log.read_text()
+
+    first.kill()  # no goodbye: the lock must go with the process's database session
+    first.wait(10)
+    wait_for(lambda: "took over" in second_log.read_text(), "the standby to take over", 20)
+    kube.modify_node(names[0], {"metadata": {"labels": {"after": "failover"}}})
+    wait_for(
+        lambda: Node.objects.get(cluster=cluster, name=names[0]).labels.get("after") == "failover",
+        "the new leader to apply a change",
+    )
+
+
+def test_two_beats_one_dispatches_and_a_standby_takes_over(processes: Processes) -> None:
+    args = (sys.executable, "manage.py", "run_beat", "--lock-poll", "0.5", "--schedule")
+    first, first_log = processes.start("beat-1", *args, str(processes.tmp_path / "s1"))
+    wait_for(lambda: "starting beat" in first_log.read_text(), "the first beat to start")
+    _second, second_log = processes.start("beat-2", *args, str(processes.tmp_path / "s2"))
+    wait_for(lambda: "standby" in second_log.read_text(), "the second beat to stand by")
+    time.sleep(2)
+    assert "starting beat" not in second_log.read_text()
+    first.kill()
+    first.wait(10)
+    wait_for(lambda: "starting beat" in second_log.read_text(), "the standby beat to start", 20)

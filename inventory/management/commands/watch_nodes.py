@@ -10,6 +10,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from inventory.models import Cluster, ClusterSource
 from inventory.watch import watch_clusters
+from portal.singleton import SingletonLock, wait_for_lock, watch_lock
+
+# How often a standby retries the lock, and the holder checks it still holds it (seconds).
+LOCK_POLL_SECONDS = 2.0
 
 
 class Command(BaseCommand):
@@ -25,6 +29,12 @@ class Command(BaseCommand):
             type=float,
             default=30.0,
             help="Seconds between re-reads of the cluster list (default 30).",
+        )
+        parser.add_argument(
+            "--lock-poll",
+            type=float,
+            default=LOCK_POLL_SECONDS,
+            help="Seconds between a standby's tries for the leader lock (default 2).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -43,6 +53,26 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+        # One watcher acts, any others stand by (portal.singleton): two would both write
+        # every cluster's nodes.
+        lock = SingletonLock(f"watch_nodes:{name}" if name else "watch_nodes")
+        poll = options["lock_poll"]
+        if not wait_for_lock(lock, stop, poll=poll, say=self.stdout.write):
+            self.stdout.write("stopped")
+            return
+        lost = threading.Event()
+
+        def on_lost() -> None:
+            self.stderr.write("lost the leader lock; stopping so a standby takes over")
+            lost.set()
+            stop.set()
+
+        watch_lock(lock, stop, poll=poll, on_lost=on_lost)
         self.stdout.write(f"watching nodes of {name or 'every enabled Kubernetes cluster'}")
-        watch_clusters(stop, cluster_name=name, refresh_seconds=options["refresh"])
+        try:
+            watch_clusters(stop, cluster_name=name, refresh_seconds=options["refresh"])
+        finally:
+            lock.release()
+        if lost.is_set():
+            raise CommandError("lost the leader lock")
         self.stdout.write("stopped")

@@ -12,6 +12,8 @@ def bar_chart(
     series: Sequence[tuple[str, int, int]],
     *,
     title: str,
+    unit: str = "calls",
+    highlight: str = "with 0 nodes",
     width: int = 480,
     height: int = 120,
 ) -> SafeString:
@@ -35,7 +37,7 @@ def bar_chart(
                 f"{h_total:.1f}",
                 f"{plot - h_high:.1f}",
                 f"{h_high:.1f}",
-                f"{label}: {total} calls, {highlighted} with 0 nodes",
+                f"{label}: {total} {unit}" + (f", {highlighted} {highlight}" if highlight else ""),
             )
         )
     shapes = format_html_join(

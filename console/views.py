@@ -6,8 +6,12 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from console import dashboard
+from console import dashboard, explain
 from console.charts import bar_chart
+from inventory.models import Cluster
+from policies.validation import ContentError
+
+EXPLAIN_FIELDS = ("cluster", "namespace", "name", "labels", "manifest", "nodes")
 
 # Accounts and tokens are administration, not operation: listed after the portal's own apps.
 ACCOUNT_APPS = ("auth", "authtoken")
@@ -31,3 +35,33 @@ def dashboard_view(request: HttpRequest) -> HttpResponse:
         ),
     }
     return TemplateResponse(request, "console/dashboard.html", context)
+
+
+def explain_view(request: HttpRequest) -> HttpResponse:
+    """Explain a pod: the query string is the form, so every result is a permalink."""
+    query = {key: request.GET.get(key, "") for key in EXPLAIN_FIELDS}
+    context: dict = {
+        **admin.site.each_context(request),
+        "title": "Explain a pod",
+        "subtitle": None,
+        "query": query,
+        "clusters": list(
+            Cluster.objects.order_by("-is_default", "name").values_list("name", flat=True)
+        ),
+        "result": None,
+        "errors": None,
+    }
+    if request.GET:
+        try:
+            result = explain.explain(query)
+        except ContentError as exc:
+            context["errors"] = exc.errors
+        else:
+            context["result"] = result
+            context["chart"] = bar_chart(
+                result["score_histogram"],
+                title="How many passing nodes got each score 0..10",
+                unit="nodes with this score",
+                highlight="",
+            )
+    return TemplateResponse(request, "console/explain.html", context)

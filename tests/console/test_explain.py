@@ -1,0 +1,69 @@
+"""The explain page answers from the same call as POST /api/v1/simulate/ (console/explain.py)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlencode
+
+import pytest
+from django.test import Client
+from rest_framework.test import APIClient
+
+from inventory.demo import demo_seed
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo(db) -> None:
+    demo_seed()
+
+
+def summary_counts(html: str) -> tuple[int, int]:
+    match = re.search(r"<strong>(\d+)</strong> of <strong>(\d+)</strong> nodes pass", html)
+    assert match, html[:2000]
+    return int(match.group(1)), int(match.group(2))
+
+
+@pytest.mark.usefixtures("demo")
+@pytest.mark.parametrize(
+    ("namespace", "labels"), [("ml", "app=trainer"), ("web", ""), ("batch", "tier=low")]
+)
+def test_the_page_counts_equal_the_simulate_api(
+    admin_client: Client, admin_user, namespace: str, labels: str
+) -> None:
+    query = urlencode({"cluster": "demo", "namespace": namespace, "labels": labels})
+    page = admin_client.get(f"/admin/explain/?{query}")
+    assert page.status_code == 200
+    passed, total = summary_counts(page.content.decode())
+    api = APIClient()
+    api.force_authenticate(admin_user)
+    label_map = dict(line.split("=", 1) for line in labels.splitlines() if line)
+    pod = {"metadata": {"name": "explained-pod", "namespace": namespace, "labels": label_map}}
+    result = api.post("/api/v1/simulate/", {"cluster": "demo", "pod": pod}, format="json").json()
+    assert (passed, total) == (result["summary"]["passed"], result["summary"]["nodes"])
+
+
+@pytest.mark.usefixtures("demo")
+def test_rejections_are_grouped_as_kube_scheduler_counts_them(admin_client: Client) -> None:
+    html = admin_client.get("/admin/explain/?cluster=demo&namespace=ml").content.decode()
+    assert "<td>57</td><td>ml-on-gpu/ml pods need an A100 node</td>" in html
+    assert "<svg" in html
+
+
+@pytest.mark.usefixtures("demo")
+def test_a_pasted_manifest_wins_and_bad_input_is_named(admin_client: Client) -> None:
+    manifest = "metadata:\n  name: p\n  namespace: ml\n"
+    query = urlencode({"cluster": "demo", "namespace": "web", "manifest": manifest})
+    html = admin_client.get(f"/admin/explain/?{query}").content.decode()
+    assert summary_counts(html)[0] == 3  # the ml pod: only A100 nodes
+    bad = admin_client.get("/admin/explain/?cluster=demo&manifest=a%3A+%5B").content.decode()
+    assert "manifest: Not a YAML or JSON Pod" in bad
+    missing = admin_client.get("/admin/explain/?cluster=nope&namespace=ml").content.decode()
+    assert "No cluster named" in missing
+
+
+def test_the_form_alone_renders_without_data(admin_client: Client) -> None:
+    page = admin_client.get("/admin/explain/")
+    assert page.status_code == 200
+    assert 'id="explain-form-title"' in page.content.decode()

@@ -1,12 +1,20 @@
 """URL map. The extender's hot path does not come through here: ``portal.wsgi`` hands
 ``/extender/`` to the extender handler before Django's middleware stack."""
 
+from csp.decorators import csp_update
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from console.views import dashboard_view, explain_view
+
+# Swagger UI (the split view: its start-up script is a separate, same-origin file) carries one
+# fixed <style> block; the CSP allows exactly that block, by hash, on this page only.
+SWAGGER_STYLE_HASH = "'sha256-MMpT0iDxyjALd9PdfepImGX3DBfJPXZ4IlDWdPAgtn0='"
+api_docs = csp_update({"style-src-elem": [SWAGGER_STYLE_HASH]})(
+    SpectacularSwaggerSplitView.as_view(url_name="schema")
+)
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
@@ -16,5 +24,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/docs/", api_docs, name="api-docs"),
 ]

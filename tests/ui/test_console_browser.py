@@ -85,3 +85,34 @@ def test_a_viewer_sees_the_dashboard_but_no_write_links(browser, live_server) ->
     assert "59 / 60" in page.locator("#clusters-title + table").inner_text()
     assert page.locator("a.addlink").count() == 0
     assert page.locator("a.changelink").count() == 0
+
+
+def test_no_page_violates_the_content_security_policy(browser, live_server) -> None:
+    demo_seed()
+    User.objects.create_superuser("admin-user", password=PASSWORD)
+    page = log_in(browser, live_server, "admin-user")
+    violations: list[str] = []
+    page.on(
+        "console",
+        lambda message: (
+            violations.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
+    for path in (
+        "/admin/",
+        "/admin/explain/?cluster=demo&namespace=ml",
+        "/admin/policies/policy/add/",
+        "/admin/policies/policy/",
+        "/admin/inventory/node/",
+        "/api/docs/",
+    ):
+        page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("networkidle")
+        violations = [f"{path}: {v}" if not v.startswith("/") else v for v in violations]
+    # The admin's own scripts run: the inline formset's "add another" link is built by them.
+    page.goto(f"{live_server.url}/admin/policies/policy/add/")
+    assert page.locator(".add-row a").count() >= 1
+    # And Swagger UI rendered from its static files.
+    page.goto(f"{live_server.url}/api/docs/")
+    page.wait_for_selector(".swagger-ui", timeout=15000)
+    assert violations == [], "\n".join(violations)

@@ -13,11 +13,12 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
+from rest_framework.authtoken.models import TokenProxy
 
 from policies.forms import conflict_message
 from policies.services import VersionConflict
 from policies.validation import ContentError
-from portal.models import AuditEntry
+from portal.models import ApiToken, AuditEntry
 
 admin.site.site_header = "Scheduling Policy Portal"
 admin.site.site_title = "Scheduling Policy Portal"
@@ -162,3 +163,31 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     @admin.display(description="after")
     def after_display(self, obj: AuditEntry) -> SafeString | str:
         return json_pre(obj.after)
+
+
+# --- API tokens -------------------------------------------------------------------------------
+
+# DRF's own token admin would show keys in clear; the portal's tokens are hashed (portal/tokens.py).
+if admin.site.is_registered(TokenProxy):
+    admin.site.unregister(TokenProxy)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Who holds a token and when it was used; keys are never shown (only issued, once)."""
+
+    list_display = ("prefix_shown", "user", "name", "created_at", "expires_at", "last_used_at")
+    list_filter = ("user",)
+    search_fields = ("prefix", "name", "user__username")
+    readonly_fields = ("user", "name", "prefix", "created_at", "expires_at", "last_used_at")
+    exclude = ("digest",)
+
+    @admin.display(description="token", ordering="prefix")
+    def prefix_shown(self, obj: ApiToken) -> str:
+        return f"{obj.prefix}…"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # issued with `manage.py create_api_token`, which shows the key once
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -64,3 +64,29 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_name or 'system'} {self.action} {self.object_type} {self.object_name}"
+
+
+class ApiToken(models.Model):
+    """An API token, kept only as the SHA-256 digest of its key (docs/security.md).
+
+    The key is shown once, when it is issued (``manage.py create_api_token``). ``prefix`` — the
+    key's first characters — finds the row; the digest proves the rest. A database dump holds
+    no usable key.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=12, unique=True)
+    digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"

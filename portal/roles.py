@@ -20,6 +20,8 @@ EDITOR_MODELS = {
     "policies": {"labelassignment", "policy", "filterrule", "weightrule"},
 }
 ADMIN_EXTRA_APPS = ("auth", "authtoken")
+# Models only administrators see at all (whose tokens exist is not for viewers).
+ADMIN_ONLY_MODELS = {("portal", "apitoken")}
 
 
 def role_permission_codenames(apps: Any) -> dict[str, set[tuple[str, str]]]:
@@ -31,7 +33,7 @@ def role_permission_codenames(apps: Any) -> dict[str, set[tuple[str, str]]]:
     ).values_list("content_type__app_label", "content_type__model", "codename")
     for app_label, model, codename in rows:
         pair = (app_label, codename)
-        if app_label in ADMIN_EXTRA_APPS:
+        if app_label in ADMIN_EXTRA_APPS or (app_label, model) in ADMIN_ONLY_MODELS:
             perms[ROLE_ADMIN].add(pair)
             continue
         perms[ROLE_ADMIN].add(pair)

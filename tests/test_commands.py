@@ -14,12 +14,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from rest_framework.authtoken.models import Token
+from django.utils import timezone
 
 from inventory.demo import demo_nodes
 from inventory.models import Cluster, Node
 from policies.models import LabelAssignment, Policy, PolicyVersion
-from portal.models import AuditEntry
+from portal import tokens
+from portal.models import ApiToken, AuditEntry
 from portal.revisions import current_snapshot_revision
 
 pytestmark = pytest.mark.django_db
@@ -154,7 +155,8 @@ def test_demo_nodes_are_deterministic() -> None:
 def test_create_api_token_prints_only_the_key_of_a_new_user_in_the_role_group() -> None:
     out, _ = run("create_api_token", "ci", role="editor")
     key = out.strip()
-    token = Token.objects.get(key=key)
+    token = tokens.check(key)
+    assert token is not None
     user = token.user
     assert user.username == "ci"
     assert user.is_staff
@@ -163,20 +165,34 @@ def test_create_api_token_prints_only_the_key_of_a_new_user_in_the_role_group() 
     assert list(user.groups.values_list("name", flat=True)) == ["editor"]
 
 
-def test_create_api_token_reuses_the_token_unless_rotated() -> None:
+def test_create_api_token_issues_a_new_token_and_rotate_revokes_the_others() -> None:
     first = run("create_api_token", "ci", "--role", "viewer")[0].strip()
     again = run("create_api_token", "ci", "--role", "viewer")[0].strip()
-    assert again == first
+    assert again != first  # keys are not stored: each call shows a new one, once
+    assert tokens.check(first) is not None
+    assert tokens.check(again) is not None
     rotated = run("create_api_token", "ci", "--role", "viewer", "--rotate")[0].strip()
-    assert rotated != first
-    assert list(Token.objects.values_list("key", flat=True)) == [rotated]
+    assert tokens.check(rotated) is not None
+    assert tokens.check(first) is None
+    assert tokens.check(again) is None
+
+
+def test_tokens_are_stored_hashed_and_expire() -> None:
+    key = run("create_api_token", "ci", "--role", "viewer", "--expires-days", "1")[0].strip()
+    stored = ApiToken.objects.get()
+    dumped = repr(list(ApiToken.objects.values()))
+    assert key not in dumped  # a database dump holds no usable key
+    assert stored.digest != key
+    assert stored.expires_at is not None
+    ApiToken.objects.update(expires_at=timezone.now())
+    assert tokens.check(key) is None
 
 
 def test_create_api_token_for_an_existing_user_keeps_the_account() -> None:
     user = get_user_model().objects.create_user("alice", password="s3cret-pass-word")
     key = run("create_api_token", "alice", role="admin")[0].strip()
     user.refresh_from_db()
-    assert Token.objects.get(key=key).user == user
+    assert tokens.check(key).user == user
     assert user.check_password("s3cret-pass-word")
     assert user.groups.filter(name="admin").exists()
 
@@ -191,14 +207,14 @@ def test_create_api_token_rejects_an_unknown_role() -> None:
 def test_create_api_token_rejects_an_invalid_user_name(username: str) -> None:
     with pytest.raises(CommandError, match="user name"):
         run("create_api_token", username, role="viewer")
-    assert not Token.objects.exists()
+    assert not ApiToken.objects.exists()
 
 
 def test_create_api_token_recreates_a_missing_role_group() -> None:
     Group.objects.filter(name="viewer").delete()
     key = run("create_api_token", "ci", role="viewer")[0].strip()
     group = Group.objects.get(name="viewer")
-    assert Token.objects.get(key=key).user.groups.get() == group
+    assert tokens.check(key).user.groups.get() == group
     assert group.permissions.filter(codename="view_policy").exists()
 
 

@@ -6,9 +6,9 @@ import pytest
 from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from portal import tokens
 from portal.roles import ROLES, sync_roles
 
 
@@ -20,8 +20,9 @@ def _user_with_role(role: str):
 
 def token_client(user) -> APIClient:
     client = APIClient()
-    token, _ = Token.objects.get_or_create(user=user)
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    _, key = tokens.issue(user)
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    client.token_key = key  # type: ignore[attr-defined]
     return client
 
 

@@ -392,6 +392,7 @@ def test_list_queries_do_not_grow_with_the_page(viewer, world, url, make):
             assert viewer.get(url).status_code == 200
         return len(queries)
 
+    count()  # the token's first use of the minute records last_used_at: not a per-row cost
     before = count()
     for i in range(20):
         if make == "policy":

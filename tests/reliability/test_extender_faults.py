@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
 
 from policies.models import Policy
 from policies.services import policy_create, policy_update
+from portal import tokens
 from tests.factories import load_nodes, make_cluster, node_object
 from tests.reliability.server import (
     ExtenderServer,
@@ -159,7 +159,7 @@ class Calls:
 
 def api_headers() -> dict[str, str]:
     user = get_user_model().objects.create_superuser("api-user", password="x")
-    return {"Authorization": f"Token {Token.objects.create(user=user).key}"}
+    return {"Authorization": f"Token {tokens.issue(user)[1]}"}
 
 
 def hang_api_requests(

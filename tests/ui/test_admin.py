@@ -13,12 +13,12 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from inventory.models import Cluster, Node
 from inventory.services import nodes_apply
 from policies.models import FilterRule, LabelAssignment, Policy, PolicyVersion, WeightRule
 from policies.services import label_assignment_create, policy_clone
+from portal import tokens
 from portal.admin import age
 from portal.models import AuditEntry
 from tests.ui.helpers import admin_url, change_url, form_data, node_object
@@ -34,7 +34,7 @@ REGISTERED_IDS = [model._meta.label for model, _ in REGISTERED]
 def populated(admin_user: User, nodes: None, policy: Policy, assignment: LabelAssignment) -> None:
     """One object of every portal model, made through the services (plus an API token)."""
 
-    Token.objects.create(user=admin_user)
+    tokens.issue(admin_user)
 
 
 # --- every page renders ---------------------------------------------------------------------

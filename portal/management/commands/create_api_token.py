@@ -1,10 +1,12 @@
 """``manage.py create_api_token USER --role ROLE``: an API token for automation.
 
 Only the key goes to stdout, so ``TOKEN=$(manage.py create_api_token ci --role editor)`` works.
+The key is shown this once: the portal keeps only its digest (portal/tokens.py).
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django.apps import apps
@@ -13,15 +15,17 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
-from rest_framework.authtoken.models import Token
+from django.utils import timezone
 
+from portal import tokens
+from portal.models import ApiToken
 from portal.roles import ROLES, sync_roles
 
 
 class Command(BaseCommand):
     help = (
-        "Create (or reuse) USER, put it in the role's group and print its API token. "
-        "--rotate replaces an existing token."
+        "Create (or reuse) USER, put it in the role's group and print a new API token (shown "
+        "once; only its digest is stored). --rotate revokes the user's other tokens."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -29,7 +33,10 @@ class Command(BaseCommand):
         # Validated in handle() so an unknown role gets a message naming the valid ones.
         parser.add_argument("--role", required=True, help=f"One of: {', '.join(ROLES)}.")
         parser.add_argument(
-            "--rotate", action="store_true", help="Replace the user's existing token."
+            "--rotate", action="store_true", help="Revoke the user's existing tokens."
+        )
+        parser.add_argument(
+            "--expires-days", type=int, default=0, help="Expire the token after N days (0: never)."
         )
 
     @transaction.atomic
@@ -61,8 +68,12 @@ class Command(BaseCommand):
             user.save(update_fields=["password"])
         user.groups.add(group)
         if options["rotate"]:
-            Token.objects.filter(user=user).delete()
-        token, _ = Token.objects.get_or_create(user=user)
+            ApiToken.objects.filter(user=user).delete()
+        days = options["expires_days"]
+        if days < 0:
+            raise CommandError("--expires-days must be 0 (never) or more.")
+        expires = timezone.now() + timedelta(days=days) if days else None
+        _, key = tokens.issue(user, name="create_api_token", expires_at=expires)
         if created:
             self.stderr.write(f"Created user {username!r} with role {role}.")
-        return token.key
+        return key

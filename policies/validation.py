@@ -120,10 +120,30 @@ def _unknown_keys(data: Mapping, allowed: set[str], prefix: str, errs: _Errors) 
             errs.add(join(prefix, str(key)), "Unknown field.")
 
 
+# Kubernetes' own spellings of a LabelSelector's fields, accepted wherever a selector is read
+# (docs/semantics.md, "Selectors"); the canonical content uses the snake_case names.
+SELECTOR_ALIASES = {"matchLabels": "match_labels", "matchExpressions": "match_expressions"}
+
+
+def _selector_aliases(data: Mapping, path: str, errs: _Errors) -> Mapping:
+    """``data`` with ``matchLabels`` / ``matchExpressions`` renamed to the canonical names."""
+    if not any(alias in data for alias in SELECTOR_ALIASES):
+        return data
+    renamed = dict(data)
+    for alias, name in SELECTOR_ALIASES.items():
+        if alias not in renamed:
+            continue
+        if name in renamed:
+            errs.add(join(path, alias), f"Give {name} or {alias}, not both.")
+        renamed[name] = renamed.pop(alias)
+    return renamed
+
+
 def clean_pod_selector(value: Any, path: str = "pod_selector") -> dict:
-    """Canonical pod selector: namespaces, match_labels, match_expressions (all optional)."""
+    """Canonical pod selector: namespaces, match_labels, match_expressions (all optional);
+    Kubernetes' ``matchLabels`` / ``matchExpressions`` are accepted as aliases."""
     errs = _Errors()
-    data = _mapping(value, path, errs)
+    data = _selector_aliases(_mapping(value, path, errs), path, errs)
     errs.raise_if_any()
     _unknown_keys(data, {"namespaces", "match_labels", "match_expressions"}, path, errs)
     namespaces = data.get("namespaces") or []
@@ -387,6 +407,7 @@ def clean_label_assignment(data: Any, *, extra_fields: frozenset[str] = frozense
     if not isinstance(selector, Mapping):
         errs.add("node_selector", "Must be an object.")
         selector = {}
+    selector = _selector_aliases(selector, "node_selector", errs)
     _unknown_keys(selector, {"node_names", "match_expressions"}, "node_selector", errs)
     try:
         node_selector_from_dict(selector, path="node_selector")

@@ -149,7 +149,13 @@ class AuthoredFieldsSerializer(ContentSerializer):
     updated_at = serializers.DateTimeField(read_only=True)
     created_by = serializers.CharField(read_only=True, allow_null=True)
     updated_by = serializers.CharField(read_only=True, allow_null=True)
-    control_fields = ("version",)
+    note = serializers.CharField(
+        required=False,
+        write_only=True,
+        allow_blank=True,
+        help_text="Why you make this change: kept with the new version and in the audit log.",
+    )
+    control_fields = ("version", "note")
 
     def meta(self, instance: Any) -> dict:
         return {

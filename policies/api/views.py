@@ -82,7 +82,9 @@ class PolicyViewSet(ContentViewSet):
     }
 
     def create_object(self, content: dict) -> Policy:
-        return policy_create(actor=self.request.user, data=content, note="created via API")
+        return policy_create(
+            actor=self.request.user, data=content, note=self.change_note or "created via API"
+        )
 
     def update_object(self, instance: Policy, content: dict, expected_version: int | None) -> Any:
         return policy_update(
@@ -90,7 +92,7 @@ class PolicyViewSet(ContentViewSet):
             policy=instance,
             data=content,
             expected_version=expected_version,
-            note="updated via API",
+            note=self.change_note or "updated via API",
         )
 
     def delete_object(self, instance: Policy, expected_version: int | None) -> None:
@@ -181,7 +183,7 @@ class LabelAssignmentViewSet(ContentViewSet):
 
     def create_object(self, content: dict) -> LabelAssignment:
         return label_assignment_create(
-            actor=self.request.user, data=content, note="created via API"
+            actor=self.request.user, data=content, note=self.change_note or "created via API"
         )
 
     def update_object(
@@ -192,7 +194,7 @@ class LabelAssignmentViewSet(ContentViewSet):
             assignment=instance,
             data=content,
             expected_version=expected_version,
-            note="updated via API",
+            note=self.change_note or "updated via API",
         )
 
     def delete_object(self, instance: LabelAssignment, expected_version: int | None) -> None:

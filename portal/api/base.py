@@ -28,6 +28,7 @@ from portal.api.errors import NON_FIELD, PreconditionFailed, StaleVersion, conte
 from portal.api.parsers import BoundedJSONParser
 from portal.api.permissions import PortalModelPermissions
 from portal.api.schema import PortalAutoSchema
+from portal.limits import MAX_NOTE_CHARS
 
 # Names in URLs: policy and cluster names are DNS labels, node names DNS subdomains (dots).
 NAME_LOOKUP_REGEX = r"[^/]+"
@@ -93,6 +94,10 @@ class ContentSerializer(serializers.Serializer):
                 isinstance(value, bool) or not isinstance(value, int) or value < 1
             ):
                 errors["version"] = ["Must be a positive integer: the version you edited."]
+            if key == "note" and not isinstance(value, str):
+                errors["note"] = ["Must be a string."]
+            elif key == "note" and len(value) > MAX_NOTE_CHARS:
+                errors["note"] = [f"Must be at most {MAX_NOTE_CHARS} characters."]
         if errors:
             raise serializers.ValidationError(errors)
         return content
@@ -166,6 +171,9 @@ class ContentViewSet(
 
     versioned = False
 
+    # The change note of the write being handled (``note`` in the body), for the services.
+    change_note = ""
+
     def create_object(self, content: dict) -> Any:
         raise NotImplementedError
 
@@ -221,6 +229,7 @@ class ContentViewSet(
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
+        self.change_note = getattr(serializer, "control_values", {}).get("note", "")
         instance = self.create_object(serializer.validated_data)
         return self.respond(self.reload(instance), status.HTTP_201_CREATED)
 
@@ -236,6 +245,7 @@ class ContentViewSet(
         serializer = self.get_serializer(instance, data=request.data, partial=partial)
         serializer.is_valid(raise_exception=True)
         content = serializer.validated_data
+        self.change_note = serializer.control_values.get("note", "")
         explicit = serializer.control_values.get("version") is not None
         if self.versioned and partial and not explicit and parse_if_match(request) is None:
             return self.respond(self.reload(self._merge_and_swap(request, instance, content)))

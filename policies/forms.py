@@ -7,14 +7,13 @@ operator sees exactly what the REST API would have said.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 from django import forms
-from django.core.exceptions import ValidationError
 
 from inventory.forms import add_content_errors
+from policies.formfields import ListTextField, MapTextField, RequirementsTextField
 from policies.models import FilterRule, LabelAssignment, Policy, WeightRule
 from policies.validation import (
     FILTER_FIELDS,
@@ -25,9 +24,10 @@ from policies.validation import (
     clean_policy,
     clean_weight_rule,
 )
+from portal.limits import MAX_NOTE_CHARS
 
-VALUES_HELP = 'A JSON list of strings, e.g. ["a100", "h100"]; [] for Exists/DoesNotExist.'
 EVERY_CLUSTER = "— every cluster —"
+NOTE_HELP = "Why you make this change; kept with the new version and in the audit log."
 
 
 def conflict_message(what: str, current_version: int) -> str:
@@ -38,56 +38,31 @@ def conflict_message(what: str, current_version: int) -> str:
     )
 
 
-class JSONListField(forms.JSONField):
-    """A JSON list (empty input is ``[]``) with a message that shows the expected shape."""
-
-    default_error_messages = {
-        "invalid": f"Not valid JSON. {VALUES_HELP}",
-    }
-
-    def to_python(self, value: Any) -> Any:
-        if value in self.empty_values:
-            return []
-        converted = super().to_python(value)
-        if converted is None:
-            return []
-        if not isinstance(converted, list):
-            raise ValidationError(f"Must be a list. {VALUES_HELP}", code="invalid")
-        return converted
-
-
-class JSONObjectField(forms.JSONField):
-    """A JSON object (empty input is ``{}``) with a message that shows the expected shape."""
-
-    def __init__(self, *, example: str, **kwargs: Any) -> None:
-        self.example = example
-        kwargs.setdefault("required", False)
-        kwargs.setdefault("initial", dict)
-        kwargs.setdefault("widget", forms.Textarea(attrs={"rows": 4, "cols": 80}))
-        super().__init__(**kwargs)
-        self.error_messages["invalid"] = f"Not valid JSON. Expected an object such as {example}."
-
-    def to_python(self, value: Any) -> Any:
-        if value in self.empty_values:
-            return {}
-        converted = super().to_python(value)
-        if converted is None:
-            return {}
-        if not isinstance(converted, dict):
-            raise ValidationError(f"Must be a JSON object such as {self.example}.", code="invalid")
-        return converted
-
-    def prepare_value(self, value: Any) -> Any:
-        # Indented, so a selector reads like the documentation shows it.
-        if isinstance(value, dict) and value:
-            return json.dumps(value, indent=2, ensure_ascii=False)
-        return super().prepare_value(value)
+def move_paths(error: ContentError, moves: dict[str, str]) -> ContentError:
+    """``error`` with each path under a key of ``moves`` re-rooted at its value, so a message
+    about ``pod_selector.match_labels`` lands on the form's ``pod_labels`` field."""
+    moved: dict[str, list[str]] = {}
+    for path, messages in error.errors.items():
+        for old, new in moves.items():
+            if path == old or path.startswith((old + ".", old + "[")):
+                path = new + path[len(old) :]
+                break
+        moved.setdefault(path, []).extend(messages)
+    return ContentError(moved)
 
 
 class VersionedForm(forms.ModelForm):
     """Remembers the version the form was opened at, so a concurrent edit is not overwritten."""
 
     expected_version = forms.IntegerField(required=False, widget=forms.HiddenInput)
+    change_note = forms.CharField(
+        required=False,
+        max_length=MAX_NOTE_CHARS,
+        help_text=NOTE_HELP,
+        widget=forms.TextInput(
+            attrs={"size": 60, "placeholder": "e.g. OPS-123: keep GPU jobs off spot"}
+        ),
+    )
     conflict_subject = "object"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -106,26 +81,58 @@ class VersionedForm(forms.ModelForm):
         return cleaned
 
 
+POD_SELECTOR_MOVES = {
+    "pod_selector.namespaces": "namespaces",
+    "pod_selector.match_labels": "pod_labels",
+    "pod_selector.matchLabels": "pod_labels",
+    "pod_selector.match_expressions": "pod_expressions",
+    "pod_selector.matchExpressions": "pod_expressions",
+}
+
+
 class PolicyForm(VersionedForm):
+    """A policy's own fields; its pod selector typed as three plain fields instead of JSON."""
+
     conflict_subject = "policy"
-    pod_selector = JSONObjectField(
-        example='{"namespaces": ["ml"], "match_labels": {"team": "vision"}}',
-        help_text='{"namespaces": [...], "match_labels": {...}, "match_expressions": '
-        '[{"key": ..., "operator": ..., "values": [...]}]}; empty selects every pod.',
+    namespaces = ListTextField(
+        help_text="Comma-separated, e.g. <code>ml, vision</code>; empty: every namespace.",
+        widget=forms.TextInput(attrs={"size": 60, "placeholder": "ml, vision"}),
+    )
+    pod_labels = MapTextField(
+        label="Pod labels",
+        help_text="The pod must carry all of these; one <code>key=value</code> per line.",
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60, "placeholder": "team=vision"}),
+    )
+    pod_expressions = RequirementsTextField(
+        label="Pod label expressions",
+        help_text="One per line: <code>key Operator values</code> with In, NotIn, Exists or "
+        "DoesNotExist, e.g. <code>tier In gold, silver</code>. Nothing in these three "
+        "fields: the policy applies to every pod.",
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60, "placeholder": "tier In gold, silver"}),
     )
 
     class Meta:
         model = Policy
-        fields = ("name", "description", "cluster", "enabled", "mode", "pod_selector")
+        fields = ("name", "description", "cluster", "enabled", "mode")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        selector = (self.instance.pod_selector or {}) if self.instance.pk else {}
+        self.fields["namespaces"].initial = selector.get("namespaces") or []
+        self.fields["pod_labels"].initial = selector.get("match_labels") or {}
+        self.fields["pod_expressions"].initial = selector.get("match_expressions") or []
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         # Rules are validated by their own inline forms; here only the policy's own fields.
         data = self.content_without_rules(cleaned)
+        self.draft: dict[str, Any] | None = None
         try:
-            clean_policy(data)
+            self.draft = clean_policy(data)
         except ContentError as exc:
-            add_content_errors(self, exc)
+            add_content_errors(self, move_paths(exc, POD_SELECTOR_MOVES))
+        # For the admin's draft check, which sees the instance but not the form.
+        self.instance.portal_draft = self.draft if not self.errors else None
         return cleaned
 
     @staticmethod
@@ -138,7 +145,11 @@ class PolicyForm(VersionedForm):
             "cluster": cluster.name if cluster else None,
             "enabled": bool(cleaned.get("enabled")),
             "mode": cleaned.get("mode"),
-            "pod_selector": cleaned.get("pod_selector") or {},
+            "pod_selector": {
+                "namespaces": cleaned.get("namespaces") or [],
+                "match_labels": cleaned.get("pod_labels") or {},
+                "match_expressions": cleaned.get("pod_expressions") or [],
+            },
             "filter_rules": [],
             "weight_rules": [],
         }
@@ -151,17 +162,16 @@ class RuleForm(forms.ModelForm):
     extra_fields: tuple[str, ...] = ()
     cleaner: Callable[[Any, str], dict] = staticmethod(clean_filter_rule)
 
-    values = JSONListField(
-        required=False,
-        initial=list,
-        help_text=VALUES_HELP,
-        widget=forms.TextInput(attrs={"size": 18}),
+    values = ListTextField(
+        help_text="Comma-separated, e.g. <code>A100, H100</code>; none for Exists and "
+        "DoesNotExist; one integer for Gt and Lt.",
+        widget=forms.TextInput(attrs={"size": 24, "placeholder": "A100, H100"}),
     )
 
     position = forms.IntegerField(
         required=False,
         min_value=0,
-        help_text="Order of the rules; leave a new rule's position empty to put it last.",
+        help_text="Order; empty: last.",
         widget=forms.NumberInput(attrs={"style": "width: 4em"}),
     )
 
@@ -265,37 +275,50 @@ class RuleInlineFormSet(forms.BaseInlineFormSet):
         return [content for *_, content in sorted(kept, key=lambda t: t[:3])]
 
 
+NODE_SELECTOR_MOVES = {
+    "node_selector.node_names": "node_names",
+    "node_selector.match_expressions": "node_expressions",
+    "node_selector.matchExpressions": "node_expressions",
+}
+
+
 class LabelAssignmentForm(VersionedForm):
+    """An assignment; its node selector and labels typed as plain lines instead of JSON."""
+
     conflict_subject = "label assignment"
-    node_selector = JSONObjectField(
-        example='{"node_names": ["gpu-*"], "match_expressions": []}',
-        help_text='{"node_names": [glob, ...], "match_expressions": [{"key": ..., "operator": '
-        '..., "values": [...]}]}; empty matches every node of the cluster.',
+    node_names = ListTextField(
+        label="Node names",
+        help_text="Globs, comma-separated or one per line, e.g. <code>gpu-*, node-?1</code>.",
+        widget=forms.TextInput(attrs={"size": 60, "placeholder": "gpu-*"}),
     )
-    labels = JSONObjectField(
-        example='{"example.com/pool": "gpu"}',
-        help_text='The labels to assign, {"key": "value", ...}.',
-        widget=forms.Textarea(attrs={"rows": 3, "cols": 80}),
+    node_expressions = RequirementsTextField(
+        label="Node label expressions",
+        help_text="One per line: <code>key Operator values</code> with In, NotIn, Exists, "
+        "DoesNotExist, Gt or Lt, e.g. <code>node.kubernetes.io/instance-type In p4d.24xlarge"
+        "</code>. Nothing here and no names: every node of the cluster.",
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+    )
+    labels = MapTextField(
+        help_text="The labels to assign, one <code>key=value</code> per line.",
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": "example.com/pool=gpu"}),
     )
 
     class Meta:
         model = LabelAssignment
-        fields = (
-            "name",
-            "cluster",
-            "description",
-            "enabled",
-            "priority",
-            "node_selector",
-            "labels",
-        )
+        fields = ("name", "cluster", "description", "enabled", "priority", "labels")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        selector = (self.instance.node_selector or {}) if self.instance.pk else {}
+        self.fields["node_names"].initial = selector.get("node_names") or []
+        self.fields["node_expressions"].initial = selector.get("match_expressions") or []
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         try:
             self.content = clean_label_assignment(self.service_data(cleaned))
         except ContentError as exc:
-            add_content_errors(self, exc)
+            add_content_errors(self, move_paths(exc, NODE_SELECTOR_MOVES))
         return cleaned
 
     @staticmethod
@@ -308,6 +331,9 @@ class LabelAssignmentForm(VersionedForm):
             "description": cleaned.get("description") or "",
             "enabled": bool(cleaned.get("enabled")),
             "priority": cleaned.get("priority", 0),
-            "node_selector": cleaned.get("node_selector") or {},
+            "node_selector": {
+                "node_names": cleaned.get("node_names") or [],
+                "match_expressions": cleaned.get("node_expressions") or [],
+            },
             "labels": cleaned.get("labels") or {},
         }

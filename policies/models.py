@@ -151,6 +151,17 @@ class Rule(models.Model):
         abstract = True
         ordering = ["position", "id"]
 
+    def summary(self) -> str:
+        """``label nvidia.com/gpu.product In A100, H100``: the rule in one line."""
+        parts = [self.kind]
+        for name in ("key", "resource", "condition", "pattern", "operator", "quantity", "status"):
+            value = getattr(self, name, "")
+            if value:
+                parts.append(str(value))
+        if self.values:
+            parts.append(", ".join(map(str, self.values)))
+        return " ".join(parts)
+
 
 class FilterRule(Rule):
     policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="filter_rules")
@@ -176,7 +187,7 @@ class FilterRule(Rule):
         ]
 
     def __str__(self) -> str:
-        return f"{self.policy_id}/{self.kind}#{self.position}"
+        return self.summary()
 
 
 class WeightRule(Rule):
@@ -200,7 +211,7 @@ class WeightRule(Rule):
         ]
 
     def __str__(self) -> str:
-        return f"{self.policy_id}/{self.kind}#{self.position}"
+        return f"{self.summary()}, weight {self.weight}"
 
 
 class PolicyVersion(models.Model):

@@ -12,3 +12,14 @@ def _own_snapshot_dir(settings, tmp_path: Path) -> None:
     """Each test keeps extender snapshots in its own directory: a snapshot written by one test
     must not be served, as "the last one on disk", by the next."""
     settings.EXTENDER_SNAPSHOT_DIR = tmp_path / "extender"
+
+
+@pytest.fixture(autouse=True)
+def _no_snapshot_from_another_test():
+    """The process-wide snapshot holder starts empty: revisions repeat across tests (each test's
+    transaction is rolled back), so a snapshot kept from one test could pass for the next's."""
+    from extender.holder import holder
+
+    holder.snapshot = None
+    yield
+    holder.snapshot = None

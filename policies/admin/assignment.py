@@ -61,12 +61,12 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
                     "cluster",
                     "description",
                     ("enabled", "priority"),
-                    "node_selector",
-                    "labels",
                     "expected_version",
                 )
             },
         ),
+        ("Nodes it labels", {"fields": ("node_names", "node_expressions", "labels")}),
+        ("Change note", {"fields": ("change_note",)}),
         ("History", {"fields": HISTORY_FIELDS}),
     )
 
@@ -77,7 +77,7 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
 
     def get_fieldsets(self, request: HttpRequest, obj: LabelAssignment | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
-        return fieldsets if obj is not None else fieldsets[:1]
+        return fieldsets if obj is not None else fieldsets[:3]
 
     @admin.display(description="cluster", ordering="cluster__name")
     def cluster_name(self, obj: LabelAssignment) -> str:
@@ -95,15 +95,17 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
         self, request: HttpRequest, obj: LabelAssignment, form: ModelForm, change: bool
     ) -> None:
         data = LabelAssignmentForm.service_data(form.cleaned_data)
+        note = form.cleaned_data.get("change_note") or ""
         if change:
             saved = label_assignment_update(
                 actor=request.user,
                 assignment=obj,
                 data=data,
                 expected_version=form.cleaned_data.get("expected_version"),
+                note=note,
             )
         else:
-            saved = label_assignment_create(actor=request.user, data=data)
+            saved = label_assignment_create(actor=request.user, data=data, note=note)
         obj.pk = saved.pk
         obj.version = saved.version
 

@@ -11,14 +11,25 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import flatten_fieldsets
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
 from django.forms import BaseFormSet, ModelForm
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
+from policies.admin.draft import (
+    CONFIRM_FIELD,
+    PREVIEW_BUTTON,
+    DraftCheck,
+    draft_content,
+    draft_report,
+    editor_hints,
+)
 from policies.forms import FilterRuleForm, PolicyForm, RuleInlineFormSet, WeightRuleForm
 from policies.models import FilterRule, Policy, PolicyMode, PolicyVersion, WeightRule
 from policies.services import (
@@ -32,22 +43,53 @@ from policies.services import (
 from portal.admin import EMPTY, ServiceWriteMixin
 
 
-class FilterRuleInline(admin.TabularInline):
+class RuleInline(admin.StackedInline):
+    """One card per rule; the editor's script shows only the fields of the rule's kind."""
+
+    formset = RuleInlineFormSet
+    ordering = ("position", "id")
+    extra = 1
+    classes = ("rule-cards",)
+
+
+class FilterRuleInline(RuleInline):
     model = FilterRule
     form = FilterRuleForm
-    formset = RuleInlineFormSet
-    ordering = ("position", "id")
-    extra = 1
     verbose_name = "filter rule"
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    ("kind", "operator", "position", "enabled"),
+                    ("key", "values"),
+                    ("resource", "quantity"),
+                    ("condition", "status"),
+                    "pattern",
+                    "message",
+                )
+            },
+        ),
+    )
 
 
-class WeightRuleInline(admin.TabularInline):
+class WeightRuleInline(RuleInline):
     model = WeightRule
     form = WeightRuleForm
-    formset = RuleInlineFormSet
-    ordering = ("position", "id")
-    extra = 1
     verbose_name = "weight rule"
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    ("kind", "weight", "position", "enabled"),
+                    ("key", "operator", "values"),
+                    "resource",
+                    "message",
+                )
+            },
+        ),
+    )
 
 
 @admin.register(Policy)
@@ -85,12 +127,16 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
                     "description",
                     "cluster",
                     ("enabled", "mode"),
-                    "pod_selector",
                     "expected_version",
                 )
             },
         ),
-        ("History", {"fields": (*HISTORY_FIELDS, "versions_link")}),
+        (
+            "Pods it applies to",
+            {"fields": ("namespaces", "pod_labels", "pod_expressions")},
+        ),
+        ("Change note", {"fields": ("change_note",)}),
+        ("History", {"fields": (*HISTORY_FIELDS, "versions_link"), "classes": ("collapse",)}),
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Policy]:
@@ -108,7 +154,7 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
 
     def get_fieldsets(self, request: HttpRequest, obj: Policy | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
-        return fieldsets if obj is not None else fieldsets[:1]
+        return fieldsets if obj is not None else fieldsets[:-1]
 
     @admin.display(description="cluster", ordering="cluster__name")
     def cluster_name(self, obj: Policy) -> str:
@@ -130,6 +176,61 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
         query = urlencode({"policy__id__exact": obj.pk})
         return format_html('<a href="{}?{}">All versions of {}</a>', url, query, obj.name)
 
+    # The draft: warnings hold a save until confirmed; the live preview (policies/admin/draft.py).
+
+    def _create_formsets(self, request: HttpRequest, obj: Policy, change: bool) -> Any:
+        formsets, inline_instances = super()._create_formsets(request, obj, change)
+        if request.method == "POST":
+            # Validated after the real formsets; it has no inline, so it is never rendered.
+            check = DraftCheck(request, obj, list(formsets))
+            request.portal_draft_check = check  # type: ignore[attr-defined]
+            formsets.append(check)
+        return formsets, inline_instances
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict, *args: Any, **kwargs: Any
+    ) -> Any:
+        check = getattr(request, "portal_draft_check", None)
+        context["draft_report"] = check.report if check else None
+        context["confirm_field"] = CONFIRM_FIELD
+        context["preview_button"] = PREVIEW_BUTTON
+        context["preview_url"] = reverse("admin:policies_policy_preview")
+        context["editor_hints"] = editor_hints(context.get("original"))
+        return super().render_change_form(request, context, *args, **kwargs)
+
+    def get_urls(self) -> list:
+        urls = [
+            path(
+                "preview/",
+                self.admin_site.admin_view(self.preview_view),
+                name="policies_policy_preview",
+            )
+        ]
+        return urls + super().get_urls()
+
+    def preview_view(self, request: HttpRequest) -> HttpResponse:
+        """The impact preview of the posted form, as the fragment the editor shows."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        obj = None
+        object_id = request.POST.get("_object_id", "")
+        if object_id.isdigit():
+            obj = self.get_object(request, object_id)
+        change = obj is not None
+        fieldsets = self.get_fieldsets(request, obj)
+        form_class = self.get_form(request, obj, change=change, fields=flatten_fieldsets(fieldsets))
+        form = form_class(request.POST, request.FILES, instance=obj or Policy())
+        formsets, _ = super()._create_formsets(request, form.instance, change)
+        content = draft_content(getattr(form, "draft", None) if form.is_valid() else None, formsets)
+        report = draft_report(content, obj) if content is not None else None
+        return TemplateResponse(
+            request,
+            "admin/policies/policy/draft_preview.html",
+            {"draft_report": report, "draft_invalid": content is None},
+        )
+
     # Saving: the parent and both inline formsets become one content dict and one service call.
 
     def save_model(self, request: HttpRequest, obj: Policy, form: ModelForm, change: bool) -> None:
@@ -140,19 +241,23 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
     ) -> None:
         content = PolicyForm.content_without_rules(form.cleaned_data)
         for formset in formsets:
+            if isinstance(formset, DraftCheck):
+                continue
             key = "filter_rules" if formset.model is FilterRule else "weight_rules"
             content[key] = formset.rule_contents()
             # The admin's change message reads these; the service wrote the rules.
             formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+        note = form.cleaned_data.get("change_note") or ""
         if change:
             saved = policy_update(
                 actor=request.user,
                 policy=form.instance,
                 data=content,
                 expected_version=form.cleaned_data.get("expected_version"),
+                note=note,
             )
         else:
-            saved = policy_create(actor=request.user, data=content)
+            saved = policy_create(actor=request.user, data=content, note=note)
         # Point the admin's object at the saved row so its redirect and log entry work.
         form.instance.pk = saved.pk
         form.instance.version = saved.version

@@ -41,10 +41,19 @@ class DraftWarning:
 
 
 def representative_pod(content: Mapping[str, Any]) -> PodFacts:
-    """A pod the draft's pod selector selects (its first namespace, its match labels)."""
+    """A pod the draft's pod selector selects: its first namespace, its match labels, and for
+    each ``In`` / ``Exists`` expression a label that satisfies it."""
     selector = content.get("pod_selector") or {}
     namespaces = selector.get("namespaces") or ["default"]
     labels = dict(selector.get("match_labels") or {})
+    for requirement in selector.get("match_expressions") or []:
+        key, operator = requirement.get("key"), requirement.get("operator")
+        if key in labels:
+            continue
+        if operator == "In" and requirement.get("values"):
+            labels[key] = requirement["values"][0]
+        elif operator == "Exists":
+            labels[key] = "preview"
     return PodFacts(namespace=namespaces[0], name="preview", uid="preview", labels=labels)
 
 

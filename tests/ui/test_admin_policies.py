@@ -24,7 +24,9 @@ pytestmark = pytest.mark.django_db
 
 def new_policy_data(admin_client: Client, **fields: Any) -> dict[str, Any]:
     data = form_data(admin_client.get(admin_url(Policy, "add")))
-    data.update({"name": "spot-avoid", "mode": "enforce", "enabled": "on"}, **fields)
+    data.update(
+        {"name": "spot-avoid", "mode": "enforce", "enabled": "on", "namespaces": "batch"}, **fields
+    )
     set_rows(
         data,
         "filter_rules",
@@ -119,7 +121,7 @@ def test_new_rule_without_a_position_goes_last(admin_client: Client, policy: Pol
 
 def test_unchanged_extra_rows_are_ignored(admin_client: Client, cluster: Cluster) -> None:
     data = form_data(admin_client.get(admin_url(Policy, "add")))
-    data.update(name="no-rules", mode="dry-run")
+    data.update(name="no-rules", mode="dry-run", namespaces="batch")
     assert admin_client.post(admin_url(Policy, "add"), data).status_code == 302
     policy = Policy.objects.get(name="no-rules")
     assert policy_content(policy)["filter_rules"] == []
@@ -172,10 +174,10 @@ INVALID_RULES = [
     ),
     pytest.param(
         "filter_rules",
-        {"kind": "label", "key": "example.com/gen", "operator": "In", "values": "a100, h100"},
+        {"kind": "label", "key": "example.com/gen", "operator": "In", "values": '["a100"'},
         "values",
         "Not valid JSON",
-        id="values-not-json",
+        id="values-bad-json",
     ),
     pytest.param(
         "filter_rules",
@@ -223,29 +225,54 @@ def test_invalid_rule_is_reported_next_to_its_field_and_nothing_is_written(
 
 
 @pytest.mark.parametrize(
-    ("pod_selector", "message"),
+    ("field", "text", "message"),
     [
-        pytest.param("{not json", "Not valid JSON. Expected an object", id="not-json"),
-        pytest.param('["ml"]', "Must be a JSON object", id="not-an-object"),
+        pytest.param("pod_labels", "team", "Line 1: expected key=value", id="labels-no-equals"),
+        pytest.param("pod_labels", "bad key!=x", "invalid label key", id="bad-label-key"),
         pytest.param(
-            '{"match_labels": {"bad key!": "x"}}',
-            "pod_selector.match_labels",
-            id="bad-label-key",
+            "pod_expressions", "tier Within gold", "unknown operator 'Within'", id="operator"
         ),
-        pytest.param('{"namespace": ["ml"]}', "pod_selector.namespace: Unknown field.", id="typo"),
+        pytest.param(
+            "pod_expressions", "tier Gt 3", "pod_expressions[0].operator", id="gt-for-pods"
+        ),
+        pytest.param("namespaces", "ml, Bad_NS", "namespaces[1]", id="bad-namespace"),
     ],
 )
-def test_invalid_pod_selector_is_reported_on_the_field(
-    admin_client: Client, db: None, pod_selector: str, message: str
+def test_invalid_pod_selector_is_reported_on_its_field(
+    admin_client: Client, db: None, field: str, text: str, message: str
 ) -> None:
     data = form_data(admin_client.get(admin_url(Policy, "add")))
-    data.update(name="bad-selector", mode="enforce", pod_selector=pod_selector)
+    data.update({"name": "bad-selector", "mode": "enforce", field: text})
     response = admin_client.post(admin_url(Policy, "add"), data)
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors
-    assert list(errors) == ["pod_selector"]
-    assert message in errors["pod_selector"][0]
+    assert list(errors) == [field]
+    assert message in errors[field][0]
     assert not Policy.objects.exists()
+
+
+def test_pod_selector_fields_round_trip_without_json(admin_client: Client, db: None) -> None:
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update(
+        name="typed",
+        mode="dry-run",
+        namespaces="ml, vision",
+        pod_labels="team=vision\napp=trainer",
+        pod_expressions="tier in gold, silver\nspot DoesNotExist",
+    )
+    assert admin_client.post(admin_url(Policy, "add"), data).status_code == 302
+    policy = Policy.objects.get(name="typed")
+    assert policy.pod_selector == {
+        "namespaces": ["ml", "vision"],
+        "match_labels": {"app": "trainer", "team": "vision"},
+        "match_expressions": [
+            {"key": "tier", "operator": "In", "values": ["gold", "silver"]},
+            {"key": "spot", "operator": "DoesNotExist", "values": []},
+        ],
+    }
+    page = admin_client.get(change_url(policy)).content.decode()
+    assert "ml, vision" in page
+    assert "tier In gold, silver" in page
 
 
 def test_policy_name_must_be_a_lowercase_slug(admin_client: Client, db: None) -> None:
@@ -437,9 +464,8 @@ def test_label_assignment_create_edit_and_actions(admin_client: Client, cluster:
         name="spot-pool",
         cluster=str(cluster.pk),
         priority="5",
-        node_selector='{"match_expressions": [{"key": "karpenter.sh/capacity-type", '
-        '"operator": "In", "values": ["spot"]}]}',
-        labels='{"example.com/pool": "spot"}',
+        node_expressions="karpenter.sh/capacity-type In spot",
+        labels="example.com/pool=spot",
     )
     assert admin_client.post(admin_url(LabelAssignment, "add"), data).status_code == 302
     assignment = LabelAssignment.objects.get(name="spot-pool")
@@ -466,21 +492,19 @@ def test_label_assignment_create_edit_and_actions(admin_client: Client, cluster:
 @pytest.mark.parametrize(
     ("fields", "field", "message"),
     [
-        pytest.param({"labels": "{}"}, "labels", "required", id="no-labels"),
+        pytest.param({"labels": ""}, "labels", "required", id="no-labels"),
         pytest.param(
-            {"labels": '{"bad key!": "x"}'},
+            {"labels": "bad key!=x"},
             "labels",
             "labels[bad key!]: invalid label key",
             id="bad-key",
         ),
-        pytest.param({"labels": "pool=gpu"}, "labels", "Not valid JSON", id="not-json"),
+        pytest.param({"labels": "pool"}, "labels", "Line 1: expected key=value", id="no-equals"),
+        pytest.param({"labels": '{"pool": '}, "labels", "Not valid JSON", id="bad-json"),
         pytest.param(
-            {
-                "node_selector": '{"match_expressions": [{"key": "a", "operator": "Gt", '
-                '"values": ["x"]}]}'
-            },
-            "node_selector",
-            "node_selector.match_expressions[0].values[0]",
+            {"node_expressions": "a Gt x"},
+            "node_expressions",
+            "node_expressions[0].values[0]",
             id="gt-not-integer",
         ),
     ],
@@ -489,7 +513,7 @@ def test_invalid_label_assignment_is_reported_on_the_field(
     admin_client: Client, db: None, fields: dict, field: str, message: str
 ) -> None:
     data = form_data(admin_client.get(admin_url(LabelAssignment, "add")))
-    data.update({"name": "bad", "labels": '{"example.com/pool": "gpu"}', **fields})
+    data.update({"name": "bad", "labels": "example.com/pool=gpu", **fields})
     response = admin_client.post(admin_url(LabelAssignment, "add"), data)
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors

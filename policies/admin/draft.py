@@ -1,0 +1,126 @@
+"""The policy being edited, before it is saved: its impact preview, warnings and diff.
+
+The change form and the live preview endpoint both build the draft from the same POST (the
+policy form plus its two rule formsets) and ask ``policies.preview`` — the call behind
+``POST /api/v1/policies/preview/`` — what it would do. A save whose draft has warnings is held
+until the operator ticks "Save anyway" (``confirm_warnings``); a save with ``_preview`` only shows
+the preview. See docs/operations.md, "Editing policies safely".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from django.forms import BaseFormSet
+from django.forms.utils import ErrorList
+from django.http import HttpRequest
+
+from policies.admin.version import version_diff
+from policies.models import FilterRule, Policy
+from policies.preview import preview_policy
+from policies.services import policy_content
+from policies.simulate import current_snapshot
+from policies.validation import FILTER_FIELDS, WEIGHT_FIELDS, ContentError
+
+CONFIRM_FIELD = "confirm_warnings"
+PREVIEW_BUTTON = "_preview"
+MAX_HINT_KEYS = 300
+MAX_HINT_VALUES = 40
+
+
+def draft_content(draft: dict | None, formsets: list[BaseFormSet]) -> dict[str, Any] | None:
+    """The full content the form would save (``draft``: the policy form's own fields, as
+    ``PolicyForm.clean`` left them), or None while any part of it is invalid."""
+    if draft is None or not all(f.is_valid() for f in formsets):
+        return None
+    content = dict(draft)
+    for formset in formsets:
+        key = "filter_rules" if formset.model is FilterRule else "weight_rules"
+        content[key] = formset.rule_contents()
+    return content
+
+
+def draft_report(content: dict[str, Any], saved: Policy | None) -> dict[str, Any]:
+    """Impact, warnings and (for an existing policy) the diff from its saved content."""
+    try:
+        report = preview_policy(content)
+    except ContentError as exc:
+        # E.g. a cluster the snapshot does not know yet: say so instead of failing the page.
+        return {"clusters": [], "warnings": [], "problem": str(exc)}
+    if saved is not None and saved.pk:
+        # Read again: the form has already copied the edited fields onto ``saved``.
+        stored = Policy.objects.filter(pk=saved.pk).first()
+        if stored is not None:
+            report["diff"] = version_diff(policy_content(stored), content)
+    return report
+
+
+class DraftCheck:
+    """A stand-in formset the admin validates after the real ones: it holds a save that has
+    unconfirmed warnings or asked only for a preview, and keeps the report for the page.
+
+    It has no inline, so the admin neither renders nor saves it; ``save_related`` skips it.
+    """
+
+    model = None
+    new_objects: list = []
+    changed_objects: list = []
+    deleted_objects: list = []
+
+    def __init__(self, request: HttpRequest, policy: Policy, formsets: list[BaseFormSet]):
+        # ``policy`` is the form's instance: PolicyForm.clean leaves its draft there.
+        self.request = request
+        self.policy = policy
+        self.formsets = formsets
+        self.report: dict[str, Any] | None = None
+        self._errors = ErrorList()
+
+    def is_valid(self) -> bool:
+        content = draft_content(getattr(self.policy, "portal_draft", None), self.formsets)
+        if content is None:
+            return True  # the form's own errors hold the save
+        self.report = draft_report(content, self.policy if self.policy.pk else None)
+        if PREVIEW_BUTTON in self.request.POST:
+            return False
+        warnings = self.report["warnings"]
+        if warnings and not self.request.POST.get(CONFIRM_FIELD):
+            count = len(warnings)
+            self._errors = ErrorList(
+                [
+                    f"Not saved yet: this change has {count} warning{'s' if count != 1 else ''}. "
+                    "Read the impact preview below, then tick “Save anyway” and save again."
+                ]
+            )
+            return False
+        return True
+
+    def non_form_errors(self) -> ErrorList:
+        return self._errors
+
+    @property
+    def errors(self) -> list:
+        return []
+
+
+def editor_hints(policy: Policy | None) -> dict[str, Any]:
+    """What the rule editor's script needs: the fields of each rule kind, and the label keys
+    and values the inventory has, for autocompletion (bounded, most common first)."""
+    snapshot = current_snapshot()
+    clusters = snapshot.clusters
+    if policy is not None and policy.cluster_id:
+        clusters = {k: v for k, v in clusters.items() if k == policy.cluster.name}
+    counts: Counter[str] = Counter()
+    values: dict[str, Counter[str]] = {}
+    for cluster in clusters.values():
+        for node in cluster.facts:
+            for key, value in node.labels.items():
+                counts[key] += 1
+                values.setdefault(key, Counter())[value] += 1
+    keys = [key for key, _ in counts.most_common(MAX_HINT_KEYS)]
+    return {
+        "filter_fields": FILTER_FIELDS,
+        "weight_fields": WEIGHT_FIELDS,
+        "keys": keys,
+        "values": {k: [v for v, _ in values[k].most_common(MAX_HINT_VALUES)] for k in keys},
+    }

@@ -1,0 +1,156 @@
+// The policy editor: each rule card shows only the fields of its kind, with help and an
+// example; label keys and values autocomplete from the inventory; the impact preview follows
+// the form as it changes. Without JavaScript every field shows and "Preview impact" still works.
+"use strict";
+
+(function () {
+  const HELP = {
+    filter_rules: {
+      label: "Keeps nodes whose label satisfies the operator. Example: key nvidia.com/gpu.product, In, values A100, H100.",
+      resource: "Keeps nodes whose allocatable amount compares with the quantity. Example: resource memory, Gte, quantity 64Gi.",
+      condition: "Keeps nodes whose condition has the status. Example: condition Ready, status True.",
+      name: "Keeps nodes whose name matches (or not) a glob. Example: pattern gpu-*, Matches.",
+    },
+    weight_rules: {
+      label: "Adds the weight to nodes whose label satisfies the operator. Example: key spot, DoesNotExist, weight 10.",
+      label_value: "Adds weight × the label's numeric value (0 when it is not a number). Example: key example.com/tier, weight 5.",
+      resource: "Adds weight × the node's share of the largest allocatable amount. Example: resource cpu, weight 10.",
+    },
+  };
+  const OPERATOR_HELP = {
+    In: "In: the label is present and its value is one of the values.",
+    NotIn: "NotIn: the label is absent or its value is none of the values.",
+    Exists: "Exists: the label is present (no values).",
+    DoesNotExist: "DoesNotExist: the label is absent (no values).",
+    Gt: "Gt: the label's value is an integer greater than the one value.",
+    Lt: "Lt: the label's value is an integer less than the one value.",
+    Gte: "Gte: at least the quantity.",
+    Lte: "Lte: at most the quantity.",
+    Matches: "Matches: the node name matches the glob.",
+    NotMatches: "NotMatches: the node name does not match the glob.",
+  };
+
+  function readHints() {
+    const element = document.getElementById("rule-editor-hints");
+    return element ? JSON.parse(element.textContent) : null;
+  }
+
+  function fieldWrapper(card, name) {
+    const box = card.querySelector(".fieldBox.field-" + name);
+    if (box) return box.parentElement;
+    return card.querySelector(".form-row.field-" + name);
+  }
+
+  function setUpCard(card, group, hints) {
+    const kind = card.querySelector('select[name$="-kind"]');
+    if (!kind || card.dataset.ruleEditor) return;
+    card.dataset.ruleEditor = "1";
+    const byKind = group === "filter_rules" ? hints.filter_fields : hints.weight_fields;
+    const specific = new Set(Object.values(byKind).flat());
+    const help = document.createElement("p");
+    help.className = "rule-help help";
+    kind.closest(".form-row").after(help);
+    const operator = card.querySelector('select[name$="-operator"]');
+
+    function update() {
+      const wanted = new Set(byKind[kind.value] || []);
+      specific.forEach((name) => {
+        const wrapper = fieldWrapper(card, name);
+        if (!wrapper) return;
+        const hasError = wrapper.querySelector(".errorlist");
+        wrapper.hidden = !wanted.has(name) && !hasError;
+      });
+      card.querySelectorAll(".form-row").forEach((row) => {
+        const parts = row.querySelectorAll(".form-multiline > div");
+        if (parts.length) row.hidden = Array.from(parts).every((part) => part.hidden);
+      });
+      const texts = [];
+      if (HELP[group][kind.value]) texts.push(HELP[group][kind.value]);
+      if (operator && wanted.has("operator") && OPERATOR_HELP[operator.value]) {
+        texts.push(OPERATOR_HELP[operator.value]);
+      }
+      help.textContent = texts.length ? texts.join(" ") : "Choose a kind to see its fields.";
+    }
+    kind.addEventListener("change", update);
+    if (operator) operator.addEventListener("change", update);
+    update();
+
+    const key = card.querySelector('input[name$="-key"]');
+    const values = card.querySelector('input[name$="-values"]');
+    if (key) key.setAttribute("list", "label-keys");
+    if (key && values) {
+      const list = document.createElement("datalist");
+      list.id = values.id + "-suggestions";
+      card.append(list);
+      values.setAttribute("list", list.id);
+      const refill = () => {
+        list.replaceChildren();
+        (hints.values[key.value] || []).forEach((value) => {
+          const option = document.createElement("option");
+          option.value = value;
+          list.append(option);
+        });
+      };
+      key.addEventListener("change", refill);
+      refill();
+    }
+  }
+
+  function setUpAll(hints) {
+    ["filter_rules", "weight_rules"].forEach((group) => {
+      document
+        .querySelectorAll("#" + group + "-group .inline-related:not(.empty-form)")
+        .forEach((card) => setUpCard(card, group, hints));
+    });
+  }
+
+  function livePreview(form) {
+    const panel = document.querySelector(".draft-panel");
+    if (!panel || !window.fetch) return;
+    const token = form.querySelector('input[name="csrfmiddlewaretoken"]');
+    let timer = null;
+    let sent = 0;
+    async function refresh() {
+      const number = ++sent;
+      const body = new FormData(form);
+      body.append("_object_id", panel.dataset.objectId || "");
+      const response = await fetch(panel.dataset.previewUrl, {
+        method: "POST",
+        body: body,
+        credentials: "same-origin",
+        headers: { "X-CSRFToken": token ? token.value : "" },
+      });
+      if (!response.ok || number !== sent) return;
+      const current = panel.querySelector("#draft-preview");
+      const confirm = current && current.querySelector(".draft-confirm");
+      const holder = document.createElement("div");
+      holder.innerHTML = await response.text();
+      const fresh = holder.querySelector("#draft-preview");
+      if (!fresh) return;
+      // Keep the "Save anyway" box of a held save while the warnings are still there.
+      const warnings = fresh.querySelector(".draft-warnings");
+      if (confirm && warnings) warnings.after(confirm);
+      current.replaceWith(fresh);
+    }
+    const schedule = (event) => {
+      if (event.target.name === "confirm_warnings") return;
+      clearTimeout(timer);
+      timer = setTimeout(() => refresh().catch(() => {}), 400);
+    };
+    form.addEventListener("input", schedule);
+    form.addEventListener("change", schedule);
+    // An existing policy: show what it does now, before any edit.
+    if (panel.dataset.objectId && !panel.querySelector(".draft-clusters")) {
+      refresh().catch(() => {});
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const hints = readHints();
+    if (!hints) return;
+    setUpAll(hints);
+    document.addEventListener("formset:added", () => setUpAll(hints));
+    const form = document.getElementById("policy_form");
+    if (form) livePreview(form);
+  });
+})();

@@ -1,0 +1,130 @@
+"""The policy editor's safety net: warnings hold a save until confirmed, the impact preview
+(live endpoint and "Preview impact" button) writes nothing, change notes reach the version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from inventory.models import Cluster
+from policies.models import Policy, PolicyVersion
+from portal.models import AuditEntry
+from tests.ui.helpers import admin_url, change_url, form_data, set_rows
+
+pytestmark = pytest.mark.django_db
+
+PREVIEW_URL = "admin:policies_policy_preview"
+
+
+def typo_policy(client: Client, **fields: Any) -> dict[str, Any]:
+    """The issue's case: an enforce policy for payments with a misspelt GPU label key."""
+    data = form_data(client.get(admin_url(Policy, "add")))
+    data.update(name="payments-gpu", mode="enforce", enabled="on", namespaces="payments")
+    data.update(fields)
+    set_rows(
+        data,
+        "filter_rules",
+        [{"kind": "label", "key": "nvidia.com/gpu.prodcut", "operator": "Exists"}],
+    )
+    return data
+
+
+def test_a_typo_is_held_with_a_suggestion_and_saved_only_after_confirmation(
+    admin_client: Client, nodes: None
+) -> None:
+    data = typo_policy(admin_client)
+    held = admin_client.post(admin_url(Policy, "add"), data)
+    assert held.status_code == 200
+    page = held.content.decode()
+    assert "did you mean nvidia.com/gpu.product?" in page
+    assert "leaves 0 of 2 nodes" in page
+    assert 'name="confirm_warnings"' in page
+    assert not Policy.objects.filter(name="payments-gpu").exists()
+
+    confirmed = admin_client.post(admin_url(Policy, "add"), {**data, "confirm_warnings": "1"})
+    assert confirmed.status_code == 302
+    assert Policy.objects.filter(name="payments-gpu").exists()
+
+
+def test_the_correct_key_saves_at_once(admin_client: Client, nodes: None) -> None:
+    data = typo_policy(admin_client)
+    data["filter_rules-0-key"] = "nvidia.com/gpu.product"
+    response = admin_client.post(admin_url(Policy, "add"), data)
+    assert response.status_code == 302, response.context["errors"]
+
+
+def test_preview_button_shows_the_impact_and_writes_nothing(
+    admin_client: Client, policy: Policy, nodes: None
+) -> None:
+    data = form_data(admin_client.get(change_url(policy)))
+    data["filter_rules-0-values"] = "A100, H100"
+    data["_preview"] = "Preview impact"
+    response = admin_client.post(change_url(policy), data)
+    assert response.status_code == 200
+    report = response.context["draft_report"]
+    assert report["clusters"][0]["nodes"] == 2
+    assert report["clusters"][0]["rejected"] == 1  # node-b has no GPU label
+    assert "A100&quot;, &quot;H100" in str(report["diff"]) or "H100" in str(report["diff"])
+    policy.refresh_from_db()
+    assert policy.version == 1
+
+
+def test_live_preview_endpoint_follows_the_form(
+    admin_client: Client, policy: Policy, nodes: None
+) -> None:
+    data = form_data(admin_client.get(change_url(policy)))
+    url = reverse(PREVIEW_URL)
+    before = admin_client.post(url, {**data, "_object_id": str(policy.pk)})
+    assert before.status_code == 200
+    assert "rejects 1 of 2 nodes" in before.content.decode()
+    # Widen the rule to a value no node has: the count changes and the warning names it.
+    data["filter_rules-0-values"] = "H100"
+    after = admin_client.post(url, {**data, "_object_id": str(policy.pk)}).content.decode()
+    assert "rejects 2 of 2 nodes" in after
+    assert "now rejects 1 more node" in after
+    assert "No node has nvidia.com/gpu.product=H100" in after
+    assert PolicyVersion.objects.filter(policy=policy).count() == 1
+
+
+def test_live_preview_of_an_invalid_form_asks_to_fix_it(admin_client: Client, db: None) -> None:
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update(name="Not A Slug")
+    body = admin_client.post(reverse(PREVIEW_URL), data).content.decode()
+    assert "Fix the errors in the form" in body
+
+
+def test_live_preview_needs_a_post_and_a_staff_user(admin_client: Client, db: None) -> None:
+    assert admin_client.get(reverse(PREVIEW_URL)).status_code == 405
+    anonymous = Client().post(reverse(PREVIEW_URL), {})
+    assert anonymous.status_code == 302  # to the login page
+    assert "/login/" in anonymous["Location"]
+
+
+def test_a_viewer_can_preview_but_not_save(
+    viewer_client: Client, policy: Policy, nodes: None
+) -> None:
+    page = viewer_client.get(change_url(policy))
+    assert page.status_code == 200
+    response = viewer_client.post(reverse(PREVIEW_URL), {"_object_id": str(policy.pk)})
+    assert response.status_code == 200
+
+
+def test_change_note_is_kept_with_the_version_and_audit(
+    admin_client: Client, policy: Policy, cluster: Cluster, admin_user: User
+) -> None:
+    data = form_data(admin_client.get(change_url(policy)))
+    data.update(description="now with a note", change_note="OPS-7: clarify")
+    assert admin_client.post(change_url(policy), data).status_code == 302
+    version = PolicyVersion.objects.get(policy=policy, version=2)
+    assert version.note == "OPS-7: clarify"
+    assert AuditEntry.objects.filter(object_name=policy.name, note="OPS-7: clarify").exists()
+
+
+def test_rule_cards_show_a_readable_summary(admin_client: Client, policy: Policy) -> None:
+    page = admin_client.get(change_url(policy)).content.decode()
+    assert "label nvidia.com/gpu.product In A100" in page
+    assert "resource cpu, weight 10" in page

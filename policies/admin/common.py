@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
+
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
 from policies.models import LabelAssignment, Policy
+from portal.admin import pretty_json
 
 HISTORY_FIELDS = ("version", "created_at", "created_by", "updated_at", "updated_by")
 
@@ -13,3 +19,36 @@ def plural(count: int, one: str, many: str) -> str:
 
 def cluster_display(obj: Policy | LabelAssignment) -> str:
     return obj.cluster.name if obj.cluster_id else "all clusters"
+
+
+def version_diff(
+    previous: dict | None,
+    current: dict,
+    labels: tuple[str, str] = ("previous version", "this version"),
+) -> SafeString | str:
+    """A unified diff of two versions' pretty JSON, coloured line by line."""
+    if previous is None:
+        return "First version: nothing to compare with."
+    lines = list(
+        difflib.unified_diff(
+            pretty_json(previous).splitlines(),
+            pretty_json(current).splitlines(),
+            fromfile=labels[0],
+            tofile=labels[1],
+            lineterm="",
+        )
+    )
+    if not lines:
+        return "Same content as the previous version."
+
+    def css(line: str) -> str:
+        if line.startswith("@@"):
+            return "diff-hunk"
+        if line.startswith("+") and not line.startswith("+++"):
+            return "diff-add"
+        if line.startswith("-") and not line.startswith("---"):
+            return "diff-del"
+        return ""
+
+    body = format_html_join("\n", '<span class="{}">{}</span>', ((css(x), x) for x in lines))
+    return format_html('<pre class="portal-diff">{}</pre>', body)

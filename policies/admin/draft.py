@@ -16,7 +16,7 @@ from django.forms import BaseFormSet
 from django.forms.utils import ErrorList
 from django.http import HttpRequest
 
-from policies.admin.version import version_diff
+from policies.admin.common import version_diff
 from policies.models import FilterRule, Policy
 from policies.preview import preview_policy
 from policies.services import policy_content
@@ -52,7 +52,7 @@ def draft_report(content: dict[str, Any], saved: Policy | None) -> dict[str, Any
         # Read again: the form has already copied the edited fields onto ``saved``.
         stored = Policy.objects.filter(pk=saved.pk).first()
         if stored is not None:
-            report["diff"] = version_diff(policy_content(stored), content)
+            report["diff"] = version_diff(policy_content(stored), content, ("saved", "this form"))
     return report
 
 

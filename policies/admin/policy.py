@@ -22,6 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
+from policies.admin.confirm import confirmation_page, confirmed, policy_changes
 from policies.admin.draft import (
     CONFIRM_FIELD,
     PREVIEW_BUTTON,
@@ -296,40 +297,91 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
             text += f"; {unchanged} already {done}"
         self.message_user(request, text + ".", messages.SUCCESS)
 
+    def _confirm_then_apply(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Policy],
+        *,
+        action: str,
+        title: str,
+        field: str,
+        value: Any,
+        apply: Callable[[Policy], Policy],
+        done: str,
+    ) -> TemplateResponse | None:
+        """First the diff and impact of each policy (policies/admin/confirm.py), then the change."""
+        if not confirmed(request):
+            items = policy_changes(queryset, lambda content: {**content, field: value})
+            return confirmation_page(
+                self,
+                request,
+                title=title,
+                action=action,
+                selected=queryset,
+                items=items,
+                button=f"Yes, {title[0].lower()}{title[1:]}",
+            )
+        self._apply(request, queryset, apply, done)
+        return None
+
     @admin.action(description="Enable selected policies", permissions=["change"])
-    def enable_policies(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
-        self._apply(
+    def enable_policies(
+        self, request: HttpRequest, queryset: QuerySet[Policy]
+    ) -> TemplateResponse | None:
+        return self._confirm_then_apply(
             request,
             queryset,
-            lambda p: policy_set_enabled(actor=request.user, policy=p, enabled=True),
-            "enabled",
+            action="enable_policies",
+            title="Enable policies",
+            field="enabled",
+            value=True,
+            apply=lambda p: policy_set_enabled(actor=request.user, policy=p, enabled=True),
+            done="enabled",
         )
 
     @admin.action(description="Disable selected policies", permissions=["change"])
-    def disable_policies(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
-        self._apply(
+    def disable_policies(
+        self, request: HttpRequest, queryset: QuerySet[Policy]
+    ) -> TemplateResponse | None:
+        return self._confirm_then_apply(
             request,
             queryset,
-            lambda p: policy_set_enabled(actor=request.user, policy=p, enabled=False),
-            "disabled",
+            action="disable_policies",
+            title="Disable policies",
+            field="enabled",
+            value=False,
+            apply=lambda p: policy_set_enabled(actor=request.user, policy=p, enabled=False),
+            done="disabled",
         )
 
     @admin.action(description="Switch selected policies to dry-run", permissions=["change"])
-    def switch_to_dry_run(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
-        self._apply(
+    def switch_to_dry_run(
+        self, request: HttpRequest, queryset: QuerySet[Policy]
+    ) -> TemplateResponse | None:
+        return self._confirm_then_apply(
             request,
             queryset,
-            lambda p: policy_set_mode(actor=request.user, policy=p, mode=PolicyMode.DRY_RUN),
-            "in dry-run",
+            action="switch_to_dry_run",
+            title="Switch policies to dry-run",
+            field="mode",
+            value=PolicyMode.DRY_RUN.value,
+            apply=lambda p: policy_set_mode(actor=request.user, policy=p, mode=PolicyMode.DRY_RUN),
+            done="in dry-run",
         )
 
     @admin.action(description="Switch selected policies to enforce", permissions=["change"])
-    def switch_to_enforce(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
-        self._apply(
+    def switch_to_enforce(
+        self, request: HttpRequest, queryset: QuerySet[Policy]
+    ) -> TemplateResponse | None:
+        return self._confirm_then_apply(
             request,
             queryset,
-            lambda p: policy_set_mode(actor=request.user, policy=p, mode=PolicyMode.ENFORCE),
-            "enforcing",
+            action="switch_to_enforce",
+            title="Switch policies to enforce",
+            field="mode",
+            value=PolicyMode.ENFORCE.value,
+            apply=lambda p: policy_set_mode(actor=request.user, policy=p, mode=PolicyMode.ENFORCE),
+            done="enforcing",
         )
 
     @admin.action(

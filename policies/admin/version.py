@@ -2,47 +2,18 @@
 
 from __future__ import annotations
 
-import difflib
-
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html, format_html_join
+from django.template.response import TemplateResponse
 from django.utils.safestring import SafeString
 
+from policies.admin.common import version_diff
+from policies.admin.confirm import change_item, confirmation_page, confirmed
 from policies.models import PolicyVersion
-from policies.services import policy_rollback
+from policies.services import policy_content, policy_rollback
 from policies.validation import ContentError
-from portal.admin import ReadOnlyAdmin, json_pre, pretty_json
-
-
-def version_diff(previous: dict | None, current: dict) -> SafeString | str:
-    """A unified diff of two versions' pretty JSON, coloured line by line."""
-    if previous is None:
-        return "First version: nothing to compare with."
-    lines = list(
-        difflib.unified_diff(
-            pretty_json(previous).splitlines(),
-            pretty_json(current).splitlines(),
-            fromfile="previous version",
-            tofile="this version",
-            lineterm="",
-        )
-    )
-    if not lines:
-        return "Same content as the previous version."
-
-    def css(line: str) -> str:
-        if line.startswith("@@"):
-            return "diff-hunk"
-        if line.startswith("+") and not line.startswith("+++"):
-            return "diff-add"
-        if line.startswith("-") and not line.startswith("---"):
-            return "diff-del"
-        return ""
-
-    body = format_html_join("\n", '<span class="{}">{}</span>', ((css(x), x) for x in lines))
-    return format_html('<pre class="portal-diff">{}</pre>', body)
+from portal.admin import ReadOnlyAdmin, json_pre
 
 
 @admin.register(PolicyVersion)
@@ -70,19 +41,37 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
     @admin.action(
         description="Roll back the policy to the selected version", permissions=["rollback"]
     )
-    def roll_back_to_version(self, request: HttpRequest, queryset: QuerySet[PolicyVersion]) -> None:
+    def roll_back_to_version(
+        self, request: HttpRequest, queryset: QuerySet[PolicyVersion]
+    ) -> TemplateResponse | None:
         selected = list(queryset.select_related("policy")[:2])
         if len(selected) != 1:
             self.message_user(
                 request, "Select exactly one version to roll back to.", messages.ERROR
             )
-            return
+            return None
         old = selected[0]
+        if not confirmed(request):
+            # First the diff from the current content and what the old content would do.
+            item = change_item(old.policy, policy_content(old.policy), old.content)
+            item["label"] = (
+                f"{old.policy.name}: version {old.policy.version} → content of version "
+                f"{old.version}"
+            )
+            return confirmation_page(
+                self,
+                request,
+                title=f"Roll back {old.policy.name} to version {old.version}",
+                action="roll_back_to_version",
+                selected=selected,
+                items=[item],
+                button="Yes, roll back",
+            )
         try:
             policy = policy_rollback(actor=request.user, policy=old.policy, version=old.version)
         except ContentError as exc:
             self.message_user(request, f"Not rolled back: {exc}", messages.ERROR)
-            return
+            return None
         if policy.version == old.policy.version:
             text = (
                 f"Nothing changed: {policy.name} already has the content of version {old.version}."
@@ -92,6 +81,7 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
                 f"Rolled back {policy.name} to version {old.version} as version {policy.version}."
             )
         self.message_user(request, text, messages.SUCCESS)
+        return None
 
     @admin.display(description="author", ordering="author_name")
     def author_display(self, obj: PolicyVersion) -> str:

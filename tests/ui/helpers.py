@@ -21,12 +21,14 @@ def change_url(obj: Any) -> str:
     return admin_url(type(obj), "change", quote(key))
 
 
-def run_action(client: Client, model: Any, action: str, objs: list[Any]) -> Any:
-    return client.post(
-        admin_url(model, "changelist"),
-        {"action": action, "_selected_action": [o.pk for o in objs]},
-        follow=True,
-    )
+def run_action(
+    client: Client, model: Any, action: str, objs: list[Any], *, confirm: bool = False
+) -> Any:
+    """Post an admin action; ``confirm`` answers its confirmation step ("Yes, I'm sure")."""
+    data = {"action": action, "_selected_action": [o.pk for o in objs]}
+    if confirm:
+        data["post"] = "yes"
+    return client.post(admin_url(model, "changelist"), data, follow=True)
 
 
 def node_object(

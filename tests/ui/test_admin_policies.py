@@ -344,19 +344,19 @@ def test_edit_racing_another_save_is_refused_with_a_message(
 def test_policy_actions_change_through_the_services_and_audit(
     admin_client: Client, policy: Policy
 ) -> None:
-    response = run_action(admin_client, Policy, "disable_policies", [policy])
+    response = run_action(admin_client, Policy, "disable_policies", [policy], confirm=True)
     assert "1 policy disabled." in response.content.decode()
     policy.refresh_from_db()
     assert (policy.enabled, policy.version) == (False, 2)
 
-    response = run_action(admin_client, Policy, "disable_policies", [policy])
+    response = run_action(admin_client, Policy, "disable_policies", [policy], confirm=True)
     assert "0 policies disabled; 1 already disabled." in response.content.decode()
 
-    run_action(admin_client, Policy, "enable_policies", [policy])
-    run_action(admin_client, Policy, "switch_to_dry_run", [policy])
+    run_action(admin_client, Policy, "enable_policies", [policy], confirm=True)
+    run_action(admin_client, Policy, "switch_to_dry_run", [policy], confirm=True)
     policy.refresh_from_db()
     assert (policy.enabled, policy.mode, policy.version) == (True, "dry-run", 4)
-    run_action(admin_client, Policy, "switch_to_enforce", [policy])
+    run_action(admin_client, Policy, "switch_to_enforce", [policy], confirm=True)
     policy.refresh_from_db()
     assert (policy.mode, policy.version) == ("enforce", 5)
 
@@ -431,11 +431,13 @@ def test_rollback_action_makes_a_new_version_equal_to_the_old_one(
     policy_set_enabled(actor=admin_user, policy=policy, enabled=False)
     first = PolicyVersion.objects.get(policy=policy, version=1)
 
-    run_action(viewer_client, PolicyVersion, "roll_back_to_version", [first])
+    run_action(viewer_client, PolicyVersion, "roll_back_to_version", [first], confirm=True)
     policy.refresh_from_db()
     assert policy.version == 2  # a viewer cannot roll back
 
-    response = run_action(admin_client, PolicyVersion, "roll_back_to_version", [first])
+    response = run_action(
+        admin_client, PolicyVersion, "roll_back_to_version", [first], confirm=True
+    )
     assert "Rolled back gpu-only to version 1 as version 3." in response.content.decode()
     policy.refresh_from_db()
     assert (policy.version, policy.enabled) == (3, True)

@@ -13,7 +13,7 @@ from django.urls import reverse
 from inventory.models import Cluster
 from policies.models import Policy, PolicyVersion
 from portal.models import AuditEntry
-from tests.ui.helpers import admin_url, change_url, form_data, set_rows
+from tests.ui.helpers import admin_url, change_url, form_data, run_action, set_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -128,3 +128,54 @@ def test_rule_cards_show_a_readable_summary(admin_client: Client, policy: Policy
     page = admin_client.get(change_url(policy)).content.decode()
     assert "label nvidia.com/gpu.product In A100" in page
     assert "resource cpu, weight 10" in page
+
+
+# --- risky actions: shown first, made only on "Yes" -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("action", "diff_line", "field", "unchanged"),
+    [
+        ("disable_policies", '"enabled": false', "enabled", True),
+        ("switch_to_dry_run", '"mode": "dry-run"', "mode", "enforce"),
+    ],
+)
+def test_an_action_shows_the_diff_and_impact_before_changing_anything(
+    admin_client: Client,
+    policy: Policy,
+    nodes: None,
+    action: str,
+    diff_line: str,
+    field: str,
+    unchanged: Any,
+) -> None:
+    page = run_action(admin_client, Policy, action, [policy])
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "Nothing has been changed yet" in html
+    assert diff_line in html.replace("&quot;", '"')
+    assert "rejects 1 of 2 nodes" in html
+    assert 'name="post" value="yes"' in html
+    policy.refresh_from_db()
+    assert (getattr(policy, field), policy.version) == (unchanged, 1)
+
+    run_action(admin_client, Policy, action, [policy], confirm=True)
+    policy.refresh_from_db()
+    assert policy.version == 2
+
+
+def test_rollback_shows_the_diff_first(
+    admin_client: Client, admin_user: User, policy: Policy, nodes: None
+) -> None:
+    from policies.services import policy_content, policy_update
+
+    content = policy_content(policy)
+    content["filter_rules"][0]["values"] = ["A100", "H100"]
+    policy_update(actor=admin_user, policy=policy, data=content)
+    first = PolicyVersion.objects.get(policy=policy, version=1)
+    page = run_action(admin_client, PolicyVersion, "roll_back_to_version", [first])
+    html = page.content.decode()
+    assert "gpu-only: version 2 → content of version 1" in html
+    assert "diff-del" in html and "H100" in html.split("diff-del", 1)[1]
+    policy.refresh_from_db()
+    assert policy.version == 2

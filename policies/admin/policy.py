@@ -193,6 +193,7 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
     ) -> Any:
         check = getattr(request, "portal_draft_check", None)
         context["draft_report"] = check.report if check else None
+        context["draft_hold"] = check.non_form_errors() if check else None
         context["confirm_field"] = CONFIRM_FIELD
         context["preview_button"] = PREVIEW_BUTTON
         context["preview_url"] = reverse("admin:policies_policy_preview")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
@@ -10,6 +13,7 @@ from inventory.models import Cluster
 from inventory.services import cluster_create, nodes_apply
 from policies.models import LabelAssignment, Policy
 from policies.services import label_assignment_create, policy_create
+from tests.ui.browser import CHROMIUM
 from tests.ui.helpers import node_object
 
 
@@ -93,3 +97,21 @@ def editor_client(db: None) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator:
+    """Debian's Chromium, started by Playwright (never downloaded)."""
+    if CHROMIUM is None:
+        reason = "Debian's chromium is not installed (.ci/run installs it)"
+        print(f"SKIP: {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
+    # between page actions are ordinary synchronous code.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()

@@ -1,51 +1,16 @@
-"""The console in a real browser: Debian's Chromium driven by Playwright against a live server.
-
-Playwright starts the system's ``chromium`` (``executable_path``); it never downloads one.
-"""
+"""The console in a real browser: Debian's Chromium driven by Playwright against a live server
+(tests/ui/browser.py)."""
 
 from __future__ import annotations
-
-import os
-import shutil
-from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth.models import Group, User
 
 from inventory.demo import demo_seed
 from policies.services import policy_create
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-PASSWORD = "browser-test-password"
+from tests.ui.browser import PASSWORD, log_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    if CHROMIUM is None:
-        reason = "Debian's chromium is not installed (.ci/run installs it)"
-        print(f"SKIP: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API runs an event loop in this thread; the ORM calls the test makes
-    # between page actions are ordinary synchronous code.
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
-def log_in(browser, live_server, username: str, width: int = 1440, height: int = 900):
-    page = browser.new_page(viewport={"width": width, "height": height})
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url("**/admin/")
-    return page
 
 
 def test_the_dashboard_shows_the_demo_and_a_typo(browser, live_server) -> None:

@@ -48,7 +48,7 @@
     const byKind = group === "filter_rules" ? hints.filter_fields : hints.weight_fields;
     const specific = new Set(Object.values(byKind).flat());
     const help = document.createElement("p");
-    help.className = "rule-help help";
+    help.className = "rule-help";
     kind.closest(".form-row").after(help);
     const operator = card.querySelector('select[name$="-operator"]');
 

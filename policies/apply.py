@@ -37,6 +37,7 @@ from policies.services import (
     policy_delete,
     policy_update,
 )
+from policies.preview import preview_policy
 from policies.validation import ContentError
 from portal.models import AuditAction
 
@@ -55,15 +56,20 @@ class ApplyPlan:
     changed: list[dict] = field(default_factory=list)
     unchanged: list[dict] = field(default_factory=list)
     deleted: list[dict] = field(default_factory=list)
+    # Dry run only: every created or changed policy's warnings, with its name.
+    warnings: list[dict] = field(default_factory=list)
 
     def as_dict(self, *, dry_run: bool) -> dict:
-        return {
+        plan = {
             "dry_run": dry_run,
             "created": self.created,
             "changed": self.changed,
             "unchanged": self.unchanged,
             "deleted": self.deleted,
         }
+        if dry_run:
+            plan["warnings"] = self.warnings
+        return plan
 
 
 @dataclass
@@ -194,11 +200,31 @@ def policy_set_apply(
     steps: list[tuple] = []
     for section in sections:
         steps.extend(_plan_section(section, plan, prune))
-    if not dry_run:
+    if dry_run:
+        _add_impact(plan, steps)
+    else:
         # Deletions first, so a document may drop one object and add another freely.
         for step in sorted(steps, key=lambda s: s[0] != "delete"):
             _run(step, actor)
     return plan.as_dict(dry_run=dry_run)
+
+
+def _add_impact(plan: ApplyPlan, steps: list[tuple]) -> None:
+    """Each created or changed policy's impact and warnings, as ``POST /policies/preview/``
+    gives them (judged over the current inventory and label assignments)."""
+    contents = {
+        content["name"]: content
+        for op, section, _, content in steps
+        if section.kind == POLICY and op in ("create", "update")
+    }
+    for ref in (*plan.created, *plan.changed):
+        content = contents.get(ref["name"]) if ref["kind"] == POLICY else None
+        if content is None:
+            continue
+        report = preview_policy(content)
+        ref["impact"] = report["clusters"]
+        ref["warnings"] = report["warnings"]
+        plan.warnings.extend({"name": ref["name"], **w} for w in report["warnings"])
 
 
 def export_document() -> dict:

@@ -184,6 +184,13 @@ class ApplyResultSerializer(serializers.Serializer):
     changed = ApplyChangeSerializer(many=True)
     unchanged = ApplyEntrySerializer(many=True)
     deleted = ApplyEntrySerializer(many=True, help_text="Only with prune=true.")
+    warnings = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="Dry run only: the warnings of every created or changed policy (name, code, "
+        "message, path, suggestions); each such entry also carries its `impact` per cluster "
+        "and its own `warnings`, as POST /policies/preview/ gives them.",
+    )
 
 
 def _flag(request: Request, name: str) -> bool:

@@ -70,7 +70,10 @@ def test_change_shows_a_diff_and_makes_one_version(editor, base_document):
     changed = copy.deepcopy(base_document)
     changed["policies"][0]["filter_rules"][0]["values"] = ["A100", "H100"]
     plan = editor.post("/api/v1/apply/?dry_run=true", changed, format="json").json()
-    assert plan["changed"] == [
+    assert [
+        {k: v for k, v in entry.items() if k not in ("impact", "warnings")}
+        for entry in plan["changed"]
+    ] == [
         {
             "kind": "policy",
             "name": "gpu-only",
@@ -158,3 +161,43 @@ def test_document_policy_for_a_missing_cluster_is_named(editor, base_document):
     response = editor.post("/api/v1/apply/", bad, format="json")
     assert response.status_code == 400
     assert "labelAssignments[0].cluster" in response.json()
+
+
+def test_dry_run_carries_each_policys_impact_and_warnings(editor, db):
+    from inventory.services import nodes_apply
+    from tests.ui.helpers import node_object
+
+    cluster = make_cluster("prod")
+    nodes_apply(
+        cluster=cluster,
+        objects=[
+            node_object("gpu-1", labels={"nvidia.com/gpu.product": "A100"}),
+            node_object("cpu-1"),
+        ],
+        replace=True,
+    )
+    typo = policy_data(
+        "typo",
+        filter_rules=[{"kind": "label", "key": "nvidia.com/gpu.prodcut", "operator": "Exists"}],
+        weight_rules=[],
+    )
+    response = editor.post(
+        "/api/v1/apply/?dry_run=true", document(policy_data("gpu-only"), typo), format="json"
+    )
+    assert response.status_code == 200, response.json()
+    plan = response.json()
+    created = {entry["name"]: entry for entry in plan["created"]}
+    assert created["gpu-only"]["impact"][0]["rejected"] == 1
+    assert created["gpu-only"]["warnings"] == []
+    assert created["typo"]["impact"][0]["rejected"] == 2
+    codes = {(w["name"], w["code"]) for w in plan["warnings"]}
+    assert ("typo", "unknown_key") in codes
+    assert ("typo", "no_nodes_left") in codes
+    assert not any(name == "gpu-only" for name, _ in codes)
+    assert not Policy.objects.exists()
+
+
+def test_a_real_apply_has_no_impact_section(editor, base_document):
+    plan = editor.post("/api/v1/apply/", base_document, format="json").json()
+    assert "warnings" not in plan
+    assert all("impact" not in entry for entry in plan["created"])

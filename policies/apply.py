@@ -27,6 +27,7 @@ from inventory.models import Cluster
 from policies.api.diff import content_diff
 from policies.api.serializers import clean_assignment_for_api, clean_policy_for_api
 from policies.models import LabelAssignment, Policy
+from policies.preview import preview_policy
 from policies.services import (
     label_assignment_content,
     label_assignment_create,
@@ -37,7 +38,6 @@ from policies.services import (
     policy_delete,
     policy_update,
 )
-from policies.preview import preview_policy
 from policies.validation import ContentError
 from portal.models import AuditAction
 

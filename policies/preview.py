@@ -1,4 +1,5 @@
-"""The impact preview of an unsaved policy: what it would reject, per cluster, and warnings.
+"""The impact preview of an unsaved policy (what it would reject, per cluster, and warnings) or
+label assignment (which nodes it matches and whose effective labels change).
 
 The API (``POST /api/v1/policies/preview/``) and the UI call this with the same body as a create
 or update; nothing is written. The judging is the engine's (``policies.engine.preview``) over
@@ -10,11 +11,13 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from inventory.models import Cluster, Node
 from policies.engine import preview as engine
-from policies.models import Policy
-from policies.services import policy_content
+from policies.engine.sources import assignment_spec_from_content
+from policies.models import LabelAssignment, Policy
+from policies.services import label_assignment_content, policy_content
 from policies.simulate import current_snapshot
-from policies.validation import ContentError, clean_policy
+from policies.validation import ContentError, clean_label_assignment, clean_policy
 
 
 def preview_policy(data: Any) -> dict[str, Any]:
@@ -59,3 +62,47 @@ def _change(delta: int) -> str:
     if delta < 0:
         return f"now rejects {-delta} fewer node{'s' if delta != -1 else ''}"
     return "rejects the same number of nodes"
+
+
+def preview_label_assignment(data: Any) -> dict[str, Any]:
+    """Per cluster: the nodes the draft matches and the effective-label changes it makes,
+    compared with the saved assignment of the same name (every other assignment as now)."""
+    content = clean_label_assignment(data)
+    clusters = Cluster.objects.order_by("name")
+    if content["cluster"] is not None:
+        clusters = clusters.filter(name=content["cluster"])
+        if not clusters.exists():
+            raise ContentError({"cluster": [f"No cluster named {content['cluster']!r}."]})
+    saved_row = LabelAssignment.objects.select_related("cluster").filter(name=content["name"])
+    saved_row = saved_row.first()
+    saved_content = label_assignment_content(saved_row) if saved_row is not None else None
+    others = [
+        row
+        for row in LabelAssignment.objects.filter(enabled=True).select_related("cluster")
+        if row.name != content["name"]
+    ]
+    draft = assignment_spec_from_content(content) if content["enabled"] else None
+    result = []
+    for cluster in clusters:
+
+        def applies(scope: str | None, name: str = cluster.name) -> bool:
+            return scope is None or scope == name
+
+        saved = None
+        if saved_content is not None and saved_content["enabled"]:
+            if applies(saved_content["cluster"]):
+                saved = assignment_spec_from_content(saved_content)
+        specs = [
+            assignment_spec_from_content(label_assignment_content(row))
+            for row in others
+            if applies(row.cluster.name if row.cluster_id else None)
+        ]
+        nodes = [
+            (name, labels if isinstance(labels, dict) else {})
+            for name, labels in Node.objects.filter(cluster=cluster)
+            .order_by("name")
+            .values_list("name", "labels")
+        ]
+        impact = engine.assignment_impact(draft, saved, specs, nodes)
+        result.append({"cluster": cluster.name, **asdict(impact)})
+    return {"name": content["name"], "saved": saved_content is not None, "clusters": result}

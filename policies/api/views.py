@@ -24,7 +24,7 @@ from policies.api.serializers import (
     RollbackSerializer,
 )
 from policies.models import LabelAssignment, Policy, PolicyVersion
-from policies.preview import preview_policy
+from policies.preview import preview_label_assignment, preview_policy
 from policies.services import (
     label_assignment_create,
     label_assignment_delete,
@@ -181,6 +181,11 @@ class LabelAssignmentViewSet(ContentViewSet):
     filterset_class = LabelAssignmentFilterSet
     versioned = True
 
+    action_permissions = {
+        # A preview writes nothing: seeing label assignments is enough.
+        "preview": ["policies.view_labelassignment"],
+    }
+
     def create_object(self, content: dict) -> LabelAssignment:
         return label_assignment_create(
             actor=self.request.user, data=content, note=self.change_note or "created via API"
@@ -201,3 +206,22 @@ class LabelAssignmentViewSet(ContentViewSet):
         label_assignment_delete(
             actor=self.request.user, assignment=instance, expected_version=expected_version
         )
+
+    @extend_schema(
+        request=LabelAssignmentSerializer,
+        responses={
+            200: OpenApiResponse(description="Matched nodes and label changes per cluster.")
+        },
+        description=(
+            "What this label assignment would do if saved, writing nothing: per cluster, the "
+            "nodes its selector matches and each node whose effective labels change (labels "
+            "added, changed from/to, removed), compared with the saved assignment of the same "
+            "name and with every other assignment applied as now."
+        ),
+    )
+    @action(detail=False, methods=["post"])
+    def preview(self, request: Request) -> Response:
+        payload = request.data
+        if isinstance(payload, dict):
+            payload = {k: v for k, v in payload.items() if k not in ("version", "note")}
+        return Response(preview_label_assignment(payload))

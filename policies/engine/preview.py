@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from policies.engine.assignments import AssignmentSpec, effective_labels
 from policies.engine.evaluate import evaluate_pod
 from policies.engine.facts import NodeFacts
 from policies.engine.pods import PodFacts
@@ -152,3 +153,66 @@ def warnings(
             )
         )
     return found
+
+
+@dataclass
+class LabelChange:
+    node: str
+    added: dict[str, str]
+    changed: dict[str, list[str]]  # key -> [before, after]
+    removed: list[str]
+
+
+@dataclass
+class AssignmentImpact:
+    nodes: int
+    matched: int
+    matched_sample: list[str]
+    changed_nodes: int
+    changes: list[LabelChange]
+
+
+def assignment_impact(
+    draft: AssignmentSpec | None,
+    saved: AssignmentSpec | None,
+    others: Sequence[AssignmentSpec],
+    nodes: Sequence[tuple[str, Mapping[str, str]]],
+    *,
+    sample: int = 50,
+) -> AssignmentImpact:
+    """How a draft label assignment changes the effective labels of ``nodes`` (name, observed
+    labels), against the saved one (None: new) with every ``other`` assignment applied as now.
+    ``draft`` is None for a draft that is disabled: only the saved one's labels go."""
+    before_specs = [*others, *([saved] if saved else [])]
+    after_specs = [*others, *([draft] if draft else [])]
+    matched: list[str] = []
+    changes: list[LabelChange] = []
+    changed_nodes = 0
+    for name, observed in nodes:
+        if draft is not None and draft.selector.matches(name, observed):
+            matched.append(name)
+        before = effective_labels(name, observed, before_specs)
+        after = effective_labels(name, observed, after_specs)
+        if before == after:
+            continue
+        changed_nodes += 1
+        if len(changes) < sample:
+            changes.append(
+                LabelChange(
+                    node=name,
+                    added={k: v for k, v in after.items() if k not in before},
+                    changed={
+                        k: [before[k], v]
+                        for k, v in after.items()
+                        if k in before and before[k] != v
+                    },
+                    removed=sorted(k for k in before if k not in after),
+                )
+            )
+    return AssignmentImpact(
+        nodes=len(nodes),
+        matched=len(matched),
+        matched_sample=matched[:sample],
+        changed_nodes=changed_nodes,
+        changes=changes,
+    )

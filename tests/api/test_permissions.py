@@ -69,6 +69,7 @@ ROUTES = [
     Route("PUT", "/api/v1/label-assignments/gpu-tier/", 200, WRITE, assignment_data(priority=5)),
     Route("PATCH", "/api/v1/label-assignments/gpu-tier/", 200, WRITE, {"priority": 7}),
     Route("DELETE", "/api/v1/label-assignments/gpu-tier/", 204, WRITE),
+    Route("POST", "/api/v1/label-assignments/preview/", 200, SIMULATE, assignment_data("draft")),
     # policies
     Route("GET", "/api/v1/policies/", 200),
     Route("POST", "/api/v1/policies/", 201, WRITE, policy_data("second")),

@@ -89,9 +89,12 @@ def preview_label_assignment(data: Any) -> dict[str, Any]:
             return scope is None or scope == name
 
         saved = None
-        if saved_content is not None and saved_content["enabled"]:
-            if applies(saved_content["cluster"]):
-                saved = assignment_spec_from_content(saved_content)
+        if (
+            saved_content is not None
+            and saved_content["enabled"]
+            and applies(saved_content["cluster"])
+        ):
+            saved = assignment_spec_from_content(saved_content)
         specs = [
             assignment_spec_from_content(label_assignment_content(row))
             for row in others

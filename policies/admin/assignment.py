@@ -5,19 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.forms import ModelForm
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.template.response import TemplateResponse
+from django.urls import path
 
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
 from policies.forms import LabelAssignmentForm
 from policies.models import LabelAssignment
+from policies.preview import preview_label_assignment
 from policies.services import (
     label_assignment_create,
     label_assignment_delete,
     label_assignment_set_enabled,
     label_assignment_update,
 )
+from policies.validation import ContentError
 from portal.admin import ServiceWriteMixin, labels_text
 
 
@@ -67,7 +72,7 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
         ),
         ("Nodes it labels", {"fields": ("node_names", "node_expressions", "labels")}),
         ("Change note", {"fields": ("change_note",)}),
-        ("History", {"fields": HISTORY_FIELDS}),
+        ("History", {"fields": HISTORY_FIELDS, "classes": ("collapse",)}),
     )
 
     def get_readonly_fields(
@@ -90,6 +95,35 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
     @admin.display(description="node selector")
     def selector_display(self, obj: LabelAssignment) -> str:
         return selector_summary(obj.node_selector)
+
+    def get_urls(self) -> list:
+        view = self.admin_site.admin_view(self.preview_view)
+        return [
+            path("preview/", view, name="policies_labelassignment_preview"),
+            *super().get_urls(),
+        ]
+
+    def preview_view(self, request: HttpRequest) -> HttpResponse:
+        """The label preview of the posted form (``POST .../label-assignments/preview/``)."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        object_id = request.POST.get("_object_id", "")
+        obj = self.get_object(request, object_id) if object_id.isdigit() else None
+        form_class = self.get_form(request, obj, change=obj is not None)
+        form = form_class(request.POST, instance=obj or LabelAssignment())
+        report = None
+        if form.is_valid():
+            try:
+                report = preview_label_assignment(form.content)
+            except ContentError:
+                report = None
+        return TemplateResponse(
+            request,
+            "admin/policies/labelassignment/draft_preview.html",
+            {"draft_report": report, "draft_invalid": report is None},
+        )
 
     def save_model(
         self, request: HttpRequest, obj: LabelAssignment, form: ModelForm, change: bool

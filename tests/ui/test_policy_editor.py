@@ -180,3 +180,35 @@ def test_rollback_shows_the_diff_first(
     assert "H100" in html.split("diff-del", 1)[1]
     policy.refresh_from_db()
     assert policy.version == 2
+
+
+# --- label assignments: the label preview --------------------------------------------------
+
+
+def test_label_preview_lists_the_nodes_whose_labels_change(
+    admin_client: Client, assignment: Any, nodes: None
+) -> None:
+    from policies.models import LabelAssignment
+
+    data = form_data(admin_client.get(change_url(assignment)))
+    data["labels"] = "example.com/pool=blue"
+    data["node_names"] = "node-a"
+    body = admin_client.post(
+        reverse("admin:policies_labelassignment_preview"),
+        {**data, "_object_id": str(assignment.pk)},
+    ).content.decode()
+    assert "matches 1 of 2 nodes" in body
+    assert "effective labels change on 2 nodes" in body
+    assert "example.com/pool: gpu → blue" in body
+    assignment.refresh_from_db()
+    assert assignment.labels == {"example.com/pool": "gpu"}
+    assert LabelAssignment.objects.count() == 1
+
+
+def test_label_preview_of_an_invalid_form_asks_to_fix_it(admin_client: Client, db: None) -> None:
+    from policies.models import LabelAssignment
+
+    data = form_data(admin_client.get(admin_url(LabelAssignment, "add")))
+    data.update(name="x", labels="no-equals-sign")
+    body = admin_client.post(reverse("admin:policies_labelassignment_preview"), data)
+    assert "Fix the errors in the form" in body.content.decode()

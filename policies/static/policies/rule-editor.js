@@ -1,6 +1,6 @@
-// The policy editor: each rule card shows only the fields of its kind, with help and an
-// example; label keys and values autocomplete from the inventory; the impact preview follows
-// the form as it changes. Without JavaScript every field shows and "Preview impact" still works.
+// The policy editor's rule cards: each shows only the fields of its kind, with help and an
+// example; label keys and values autocomplete from the inventory. Without JavaScript every
+// field shows. The impact preview is live-preview.js.
 "use strict";
 
 (function () {
@@ -104,53 +104,10 @@
     });
   }
 
-  function livePreview(form) {
-    const panel = document.querySelector(".draft-panel");
-    if (!panel || !window.fetch) return;
-    const token = form.querySelector('input[name="csrfmiddlewaretoken"]');
-    let timer = null;
-    let sent = 0;
-    async function refresh() {
-      const number = ++sent;
-      const body = new FormData(form);
-      body.append("_object_id", panel.dataset.objectId || "");
-      const response = await fetch(panel.dataset.previewUrl, {
-        method: "POST",
-        body: body,
-        credentials: "same-origin",
-        headers: { "X-CSRFToken": token ? token.value : "" },
-      });
-      if (!response.ok || number !== sent) return;
-      const current = panel.querySelector("#draft-preview");
-      const confirm = current && current.querySelector(".draft-confirm");
-      const holder = document.createElement("div");
-      holder.innerHTML = await response.text();
-      const fresh = holder.querySelector("#draft-preview");
-      if (!fresh) return;
-      // Keep the "Save anyway" box of a held save while the warnings are still there.
-      const warnings = fresh.querySelector(".draft-warnings");
-      if (confirm && warnings) warnings.after(confirm);
-      current.replaceWith(fresh);
-    }
-    const schedule = (event) => {
-      if (event.target.name === "confirm_warnings") return;
-      clearTimeout(timer);
-      timer = setTimeout(() => refresh().catch(() => {}), 400);
-    };
-    form.addEventListener("input", schedule);
-    form.addEventListener("change", schedule);
-    // An existing policy: show what it does now, before any edit.
-    if (panel.dataset.objectId && !panel.querySelector(".draft-clusters")) {
-      refresh().catch(() => {});
-    }
-  }
-
   document.addEventListener("DOMContentLoaded", () => {
     const hints = readHints();
     if (!hints) return;
     setUpAll(hints);
     document.addEventListener("formset:added", () => setUpAll(hints));
-    const form = document.getElementById("policy_form");
-    if (form) livePreview(form);
   });
 })();

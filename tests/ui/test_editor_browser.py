@@ -134,3 +134,35 @@ def test_the_policy_form_fits(browser, live_server, width: int, height: int) -> 
     page.goto(f"{live_server.url}/admin/policies/policy/add/")
     assert fits(page)
     page.close()
+
+
+def serious_violations(page) -> list[str]:
+    """axe-core's serious and critical violations on the page (axe-playwright-python ships
+    axe-core; it is injected through the DevTools protocol, not fetched)."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} — {[n['target'] for n in v['nodes']][:3]}"
+        for v in results.response["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def test_editors_and_console_have_no_serious_accessibility_violations(
+    admin_page, live_server
+) -> None:
+    page = admin_page
+    policy = Policy.objects.get(name="ml-on-gpu")
+    found = []
+    for path in (
+        "/admin/policies/policy/add/",
+        f"/admin/policies/policy/{policy.pk}/change/",
+        "/admin/policies/labelassignment/add/",
+        "/admin/",
+        "/admin/explain/?cluster=demo&namespace=ml",
+    ):
+        page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("networkidle")
+        found.extend(f"{path}: {v}" for v in serious_violations(page))
+    assert found == [], "\n".join(found)

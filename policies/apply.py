@@ -26,6 +26,7 @@ from django.db import transaction
 from inventory.models import Cluster
 from policies.api.diff import content_diff
 from policies.api.serializers import clean_assignment_for_api, clean_policy_for_api
+from policies.expectations import broken_by, guard_policy_change
 from policies.models import LabelAssignment, Policy
 from policies.preview import preview_policy
 from policies.services import (
@@ -56,8 +57,10 @@ class ApplyPlan:
     changed: list[dict] = field(default_factory=list)
     unchanged: list[dict] = field(default_factory=list)
     deleted: list[dict] = field(default_factory=list)
-    # Dry run only: every created or changed policy's warnings, with its name.
+    # Dry run only: every created or changed policy's warnings, with its name, and the
+    # expectations that pass now and would fail.
     warnings: list[dict] = field(default_factory=list)
+    broken_expectations: list[dict] = field(default_factory=list)
 
     def as_dict(self, *, dry_run: bool) -> dict:
         plan = {
@@ -69,6 +72,7 @@ class ApplyPlan:
         }
         if dry_run:
             plan["warnings"] = self.warnings
+            plan["broken_expectations"] = self.broken_expectations
         return plan
 
 
@@ -173,13 +177,18 @@ def _run(step: tuple, actor: Any) -> None:
     note = "applied from a PolicySet"
     if section.kind == POLICY:
         if op == "create":
-            policy_create(actor=actor, data=content, note=note)
+            policy_create(actor=actor, data=content, note=note, force=True)
         elif op == "update":
             policy_update(
-                actor=actor, policy=obj, data=content, note=note, action=AuditAction.APPLY
+                actor=actor,
+                policy=obj,
+                data=content,
+                note=note,
+                action=AuditAction.APPLY,
+                force=True,  # checked for the whole document in policy_set_apply
             )
         else:
-            policy_delete(actor=actor, policy=obj)
+            policy_delete(actor=actor, policy=obj, force=True)
     elif op == "create":
         label_assignment_create(actor=actor, data=content, note=note)
     elif op == "update":
@@ -192,17 +201,34 @@ def _run(step: tuple, actor: Any) -> None:
 
 @transaction.atomic
 def policy_set_apply(
-    *, actor: Any, document: Any, dry_run: bool = False, prune: bool = False
+    *,
+    actor: Any,
+    document: Any,
+    dry_run: bool = False,
+    prune: bool = False,
+    force: bool = False,
 ) -> dict:
-    """Validate and apply a PolicySet in one transaction; with ``dry_run`` only plan it."""
+    """Validate and apply a PolicySet in one transaction; with ``dry_run`` only plan it.
+
+    The policy changes are checked against the expectations together (one before/after); an
+    apply that breaks a passing one raises ExpectationsBroken unless ``force``.
+    """
     sections = clean_document(document)
     plan = ApplyPlan()
     steps: list[tuple] = []
     for section in sections:
         steps.extend(_plan_section(section, plan, prune))
+    replace = {
+        (obj.name if obj is not None else content["name"]): content
+        for op, section, obj, content in steps
+        if section.kind == POLICY
+    }
     if dry_run:
         _add_impact(plan, steps)
+        plan.broken_expectations = broken_by(replace) if replace else []
     else:
+        if replace:
+            guard_policy_change(replace, force=force)
         # Deletions first, so a document may drop one object and add another freely.
         for step in sorted(steps, key=lambda s: s[0] != "delete"):
             _run(step, actor)

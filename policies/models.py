@@ -235,3 +235,47 @@ class PolicyVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.policy_id} v{self.version}"
+
+
+class ExpectationKind(models.TextChoices):
+    CAN_LAND = "can_land", "must be able to land on"
+    NEVER_LANDS = "never_lands", "must never land on"
+    PREFERS = "prefers", "must score highest"
+
+
+class Expectation(Authored):
+    """A saved test case for the policies: "a pod like this must (never) land on / prefer
+    nodes like these" (docs/semantics.md, "Expectations"). Written only by
+    ``policies.expectations``; every policy change is checked against the enabled ones."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    cluster = models.ForeignKey(
+        Cluster,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="expectations",
+        help_text="Empty: every cluster.",
+    )
+    enabled = models.BooleanField(default=True)
+    kind = models.CharField(max_length=16, choices=ExpectationKind.choices)
+    pod = models.JSONField(default=dict, help_text='{"namespace": ..., "labels": {...}}')
+    node_selector = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"node_names": [glob, ...], "match_expressions": [...]}',
+    )
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=ExpectationKind.values), name="expectation_kind_valid"
+            ),
+            models.CheckConstraint(condition=Q(version__gte=1), name="expectation_version_gte_1"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

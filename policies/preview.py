@@ -14,6 +14,7 @@ from typing import Any
 from inventory.models import Cluster, Node
 from policies.engine import preview as engine
 from policies.engine.sources import assignment_spec_from_content
+from policies.expectations import broken_by
 from policies.models import LabelAssignment, Policy
 from policies.services import label_assignment_content, policy_content
 from policies.simulate import current_snapshot
@@ -53,6 +54,10 @@ def preview_policy(data: Any) -> dict[str, Any]:
         "snapshot_revision": snapshot.revision,
         "clusters": clusters,
         "warnings": [asdict(w) for w in warnings],
+        # Passing now, failing once this draft is saved (a save would need force).
+        "broken_expectations": broken_by(
+            {saved_row.name if saved_row else content["name"]: content}
+        ),
     }
 
 

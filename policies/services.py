@@ -13,6 +13,7 @@ from typing import Any
 from django.db import transaction
 
 from inventory.models import Cluster
+from policies.expectations import guard_policy_change
 from policies.models import FilterRule, LabelAssignment, Policy, PolicyVersion, WeightRule
 from policies.validation import ContentError, clean_label_assignment, clean_policy
 from portal.audit import actor_name, audit_record
@@ -146,11 +147,12 @@ def _user(actor: Any) -> Any:
 
 
 @transaction.atomic
-def policy_create(*, actor: Any, data: Any, note: str = "") -> Policy:
-    """Create a policy with its rules at version 1."""
+def policy_create(*, actor: Any, data: Any, note: str = "", force: bool = False) -> Policy:
+    """Create a policy with its rules at version 1 (``force``: even if it breaks expectations)."""
     content = clean_policy(data)
     if Policy.objects.filter(name=content["name"]).exists():
         raise ObjectExists({"name": [f"A policy named {content['name']!r} already exists."]})
+    guard_policy_change({content["name"]: content}, force=force)
     policy = Policy.objects.create(
         name=content["name"],
         description=content["description"],
@@ -185,11 +187,13 @@ def policy_update(
     expected_version: int | None = None,
     note: str = "",
     action: str = AuditAction.UPDATE,
+    force: bool = False,
 ) -> Policy:
     """Replace a policy's content (rules included); a no-op when nothing changes.
 
     ``expected_version`` is the version the caller's edit was based on; a stale one raises
-    :class:`VersionConflict` and writes nothing.
+    :class:`VersionConflict` and writes nothing. A change that breaks a passing expectation
+    raises ``ExpectationsBroken`` unless ``force``.
     """
     locked = Policy.objects.select_for_update().get(pk=policy.pk)
     _check_version(locked.version, expected_version)
@@ -199,6 +203,7 @@ def policy_update(
         raise ObjectExists({"name": [f"A policy named {content['name']!r} already exists."]})
     if content == before:
         return locked
+    guard_policy_change({locked.name: content}, force=force)
     locked.name = content["name"]
     locked.description = content["description"]
     locked.cluster = _resolve_cluster(content["cluster"])
@@ -231,6 +236,7 @@ def _policy_patch(
     action: str,
     note: str = "",
     expected_version: int | None = None,
+    force: bool = False,
 ) -> Policy:
     content = policy_content(policy)
     content.update(changes)
@@ -241,11 +247,17 @@ def _policy_patch(
         action=action,
         note=note,
         expected_version=expected_version,
+        force=force,
     )
 
 
 def policy_set_enabled(
-    *, actor: Any, policy: Policy, enabled: bool, expected_version: int | None = None
+    *,
+    actor: Any,
+    policy: Policy,
+    enabled: bool,
+    expected_version: int | None = None,
+    force: bool = False,
 ) -> Policy:
     """Enable or disable a policy (a new version when the state changes)."""
     action = AuditAction.ENABLE if enabled else AuditAction.DISABLE
@@ -256,11 +268,17 @@ def policy_set_enabled(
         action=action,
         note="enabled" if enabled else "disabled",
         expected_version=expected_version,
+        force=force,
     )
 
 
 def policy_set_mode(
-    *, actor: Any, policy: Policy, mode: str, expected_version: int | None = None
+    *,
+    actor: Any,
+    policy: Policy,
+    mode: str,
+    expected_version: int | None = None,
+    force: bool = False,
 ) -> Policy:
     """Switch a policy between enforce and dry-run."""
     return _policy_patch(
@@ -270,15 +288,19 @@ def policy_set_mode(
         action=AuditAction.MODE,
         note=f"mode {mode}",
         expected_version=expected_version,
+        force=force,
     )
 
 
 @transaction.atomic
-def policy_delete(*, actor: Any, policy: Policy, expected_version: int | None = None) -> None:
+def policy_delete(
+    *, actor: Any, policy: Policy, expected_version: int | None = None, force: bool = False
+) -> None:
     """Delete a policy, its rules and versions; the audit log keeps its last content."""
     locked = Policy.objects.select_for_update().get(pk=policy.pk)
     _check_version(locked.version, expected_version)
     before = policy_content(locked)
+    guard_policy_change({locked.name: None}, force=force)
     locked.delete()
     audit_record(
         actor=actor,
@@ -303,7 +325,12 @@ def policy_clone(*, actor: Any, policy: Policy, name: str | None = None) -> Poli
 
 
 def policy_rollback(
-    *, actor: Any, policy: Policy, version: int, expected_version: int | None = None
+    *,
+    actor: Any,
+    policy: Policy,
+    version: int,
+    expected_version: int | None = None,
+    force: bool = False,
 ) -> Policy:
     """Create a new version whose content equals the stored ``version`` (name kept)."""
     old = PolicyVersion.objects.filter(policy=policy, version=version).first()
@@ -330,6 +357,7 @@ def policy_rollback(
         action=AuditAction.ROLLBACK,
         note=f"rollback to version {version}",
         expected_version=expected_version,
+        force=force,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from policies.engine.assignments import labels_errors, node_selector_from_dict
 from policies.engine.errors import EngineValidationError
+from policies.engine.expectations import KINDS as EXPECTATION_KINDS
 from policies.engine.globs import glob_errors
 from policies.engine.labels import dns1123_label_errors, label_key_errors
 from policies.engine.quantities import quantity_errors
@@ -441,4 +442,73 @@ def clean_label_assignment(data: Any, *, extra_fields: frozenset[str] = frozense
             ],
         },
         "labels": dict(sorted(labels.items())),
+    }
+
+
+EXPECTATION_FIELDS = {
+    "name",
+    "description",
+    "cluster",
+    "enabled",
+    "kind",
+    "pod",
+    "node_selector",
+}
+
+
+def clean_expectation(data: Any) -> dict:
+    """Canonical expectation content (docs/semantics.md, "Expectations"), or ContentError."""
+    errs = _Errors()
+    if not isinstance(data, Mapping):
+        raise ContentError({"": ["An expectation must be an object."]})
+    _unknown_keys(data, EXPECTATION_FIELDS, "", errs)
+    for msg in _slug_errors(data.get("name")):
+        errs.add("name", msg)
+    cluster = data.get("cluster")
+    if cluster is not None and (not isinstance(cluster, str) or dns1123_label_errors(cluster)):
+        errs.add("cluster", "Must be a cluster name or null (every cluster).")
+    kind = data.get("kind")
+    if kind not in EXPECTATION_KINDS:
+        errs.add("kind", f"Must be one of {', '.join(EXPECTATION_KINDS)}.")
+    pod = _mapping(data.get("pod"), "pod", errs)
+    _unknown_keys(pod, {"namespace", "labels"}, "pod", errs)
+    namespace = pod.get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        errs.add("pod.namespace", "A namespace is required.")
+    else:
+        for msg in dns1123_label_errors(namespace):
+            errs.add("pod.namespace", msg)
+    pod_labels = pod.get("labels") or {}
+    if not isinstance(pod_labels, Mapping):
+        errs.add("pod.labels", "Must be an object of key: value.")
+        pod_labels = {}
+    else:
+        errs.extend(labels_errors(pod_labels), "pod.labels")
+    selector = data.get("node_selector") or {}
+    if not isinstance(selector, Mapping):
+        errs.add("node_selector", "Must be an object.")
+        selector = {}
+    selector = _selector_aliases(selector, "node_selector", errs)
+    _unknown_keys(selector, {"node_names", "match_expressions"}, "node_selector", errs)
+    try:
+        node_selector_from_dict(selector, path="node_selector")
+    except EngineValidationError as exc:
+        for field, msg in exc.errors:
+            errs.add(field or "node_selector", msg)
+    description = _text(data, "description", errs, max_len=limits.MAX_DESCRIPTION_CHARS)
+    enabled = _bool(data, "enabled", True, errs)
+    errs.raise_if_any()
+    return {
+        "name": data["name"],
+        "description": description,
+        "cluster": cluster or None,
+        "enabled": enabled,
+        "kind": kind,
+        "pod": {"namespace": namespace, "labels": dict(sorted(pod_labels.items()))},
+        "node_selector": {
+            "node_names": list(selector.get("node_names") or []),
+            "match_expressions": [
+                _canonical_requirement(r) for r in selector.get("match_expressions") or []
+            ],
+        },
     }

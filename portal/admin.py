@@ -15,6 +15,7 @@ from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 from rest_framework.authtoken.models import TokenProxy
 
+from policies.engine.expectations import ExpectationsBroken
 from policies.forms import conflict_message
 from policies.services import VersionConflict
 from policies.validation import ContentError
@@ -113,7 +114,7 @@ class ServiceWriteMixin:
                 conflict_message(self.conflict_subject, exc.current_version),
                 messages.ERROR,
             )
-        except ContentError as exc:
+        except (ContentError, ExpectationsBroken) as exc:
             self.message_user(request, f"Not saved: {exc}", messages.ERROR)
         return HttpResponseRedirect(request.get_full_path())
 

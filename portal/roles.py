@@ -17,7 +17,7 @@ PORTAL_APPS = ("portal", "inventory", "policies", "extender")
 # What an editor may write: configuration, not history (versions, audit, decisions).
 EDITOR_MODELS = {
     "inventory": {"cluster", "node"},
-    "policies": {"labelassignment", "policy", "filterrule", "weightrule"},
+    "policies": {"labelassignment", "policy", "filterrule", "weightrule", "expectation"},
 }
 ADMIN_EXTRA_APPS = ("auth", "authtoken")
 # Models only administrators see at all (whose tokens exist is not for viewers).

@@ -3,6 +3,6 @@
 Every write goes through ``policies.services``, like the REST API's.
 """
 
-from policies.admin import assignment, policy, version
+from policies.admin import assignment, expectation, policy, version
 
-__all__ = ["assignment", "policy", "version"]
+__all__ = ["assignment", "expectation", "policy", "version"]

@@ -75,5 +75,8 @@ def confirmation_page(
         "button": button,
         "warnings": sum(len(i["report"]["warnings"]) for i in items if i.get("report")),
         "changes": sum(not i["unchanged"] for i in items),
+        "broken": sum(
+            len(i["report"].get("broken_expectations") or []) for i in items if i.get("report")
+        ),
     }
     return TemplateResponse(request, "admin/policies/confirm_action.html", context)

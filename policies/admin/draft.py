@@ -84,12 +84,17 @@ class DraftCheck:
         if PREVIEW_BUTTON in self.request.POST:
             return False
         warnings = self.report["warnings"]
-        if warnings and not self.request.POST.get(CONFIRM_FIELD):
-            count = len(warnings)
+        broken = self.report.get("broken_expectations") or []
+        if (warnings or broken) and not self.request.POST.get(CONFIRM_FIELD):
+            parts = []
+            if warnings:
+                parts.append(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
+            if broken:
+                parts.append(f"breaks {len(broken)} expectation{'s' if len(broken) != 1 else ''}")
             self._errors = ErrorList(
                 [
-                    f"Not saved yet: this change has {count} warning{'s' if count != 1 else ''}. "
-                    "Read the impact preview below, then tick “Save anyway” and save again."
+                    f"Not saved yet: this change has {' and '.join(parts)}. Read the impact "
+                    "preview below, then tick “Save anyway” and save again."
                 ]
             )
             return False

@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.contrib.admin.utils import flatten_fieldsets
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
@@ -31,6 +32,7 @@ from policies.admin.draft import (
     draft_report,
     editor_hints,
 )
+from policies.expectations import broken_by
 from policies.forms import FilterRuleForm, PolicyForm, RuleInlineFormSet, WeightRuleForm
 from policies.models import FilterRule, Policy, PolicyMode, PolicyVersion, WeightRule
 from policies.services import (
@@ -113,6 +115,7 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
     list_select_related = ("cluster", "updated_by")
     search_fields = ("name", "description")
     actions = (
+        "delete_selected",
         "enable_policies",
         "disable_policies",
         "switch_to_dry_run",
@@ -250,6 +253,8 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
             # The admin's change message reads these; the service wrote the rules.
             formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
         note = form.cleaned_data.get("change_note") or ""
+        # Warnings and broken expectations held the save until "Save anyway" (DraftCheck).
+        force = bool(request.POST.get(CONFIRM_FIELD))
         if change:
             saved = policy_update(
                 actor=request.user,
@@ -257,19 +262,39 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
                 data=content,
                 expected_version=form.cleaned_data.get("expected_version"),
                 note=note,
+                force=force,
             )
         else:
-            saved = policy_create(actor=request.user, data=content, note=note)
+            saved = policy_create(actor=request.user, data=content, note=note, force=force)
         # Point the admin's object at the saved row so its redirect and log entry work.
         form.instance.pk = saved.pk
         form.instance.version = saved.version
 
     def delete_model(self, request: HttpRequest, obj: Policy) -> None:
-        policy_delete(actor=request.user, policy=obj)
+        # The delete confirmation page listed the expectations this breaks.
+        policy_delete(actor=request.user, policy=obj, force=True)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
         for policy in queryset:
-            policy_delete(actor=request.user, policy=policy)
+            policy_delete(actor=request.user, policy=policy, force=True)
+
+    def render_delete_form(self, request: HttpRequest, context: dict) -> HttpResponse:
+        # Shown before the delete: the expectations that pass now and fail without it.
+        obj = context.get("object")
+        names = [obj.name] if obj is not None else [p.name for p in context.get("queryset", ())]
+        context["broken_expectations"] = broken_by(dict.fromkeys(names))
+        return super().render_delete_form(request, context)
+
+    @admin.action(description="Delete selected policies", permissions=["delete"])
+    def delete_selected(
+        self, request: HttpRequest, queryset: QuerySet[Policy]
+    ) -> HttpResponse | None:
+        """Django's bulk delete, its confirmation page also listing broken expectations."""
+        response = django_delete_selected(self, request, queryset)
+        if isinstance(response, TemplateResponse) and response.context_data is not None:
+            names = [policy.name for policy in queryset]
+            response.context_data["broken_expectations"] = broken_by(dict.fromkeys(names))
+        return response
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple:
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
@@ -336,7 +361,9 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
             title="Enable policies",
             field="enabled",
             value=True,
-            apply=lambda p: policy_set_enabled(actor=request.user, policy=p, enabled=True),
+            apply=lambda p: policy_set_enabled(
+                actor=request.user, policy=p, enabled=True, force=True
+            ),
             done="enabled",
         )
 
@@ -351,7 +378,9 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
             title="Disable policies",
             field="enabled",
             value=False,
-            apply=lambda p: policy_set_enabled(actor=request.user, policy=p, enabled=False),
+            apply=lambda p: policy_set_enabled(
+                actor=request.user, policy=p, enabled=False, force=True
+            ),
             done="disabled",
         )
 
@@ -366,7 +395,9 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
             title="Switch policies to dry-run",
             field="mode",
             value=PolicyMode.DRY_RUN.value,
-            apply=lambda p: policy_set_mode(actor=request.user, policy=p, mode=PolicyMode.DRY_RUN),
+            apply=lambda p: policy_set_mode(
+                actor=request.user, policy=p, mode=PolicyMode.DRY_RUN, force=True
+            ),
             done="in dry-run",
         )
 
@@ -381,7 +412,9 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
             title="Switch policies to enforce",
             field="mode",
             value=PolicyMode.ENFORCE.value,
-            apply=lambda p: policy_set_mode(actor=request.user, policy=p, mode=PolicyMode.ENFORCE),
+            apply=lambda p: policy_set_mode(
+                actor=request.user, policy=p, mode=PolicyMode.ENFORCE, force=True
+            ),
             done="enforcing",
         )
 

@@ -68,7 +68,9 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
                 button="Yes, roll back",
             )
         try:
-            policy = policy_rollback(actor=request.user, policy=old.policy, version=old.version)
+            policy = policy_rollback(
+                actor=request.user, policy=old.policy, version=old.version, force=True
+            )
         except ContentError as exc:
             self.message_user(request, f"Not rolled back: {exc}", messages.ERROR)
             return None

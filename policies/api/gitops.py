@@ -16,7 +16,7 @@ from policies.api.serializers import LabelAssignmentSerializer, PolicySerializer
 from policies.apply import API_VERSION, KIND, export_document, policy_set_apply
 from policies.simulate import clean_pod, simulate
 from policies.validation import ContentError
-from portal.api.base import NulGuardMixin, StrictSerializer
+from portal.api.base import NulGuardMixin, StrictSerializer, query_flag
 from portal.api.formats import (
     JSONUnlessYAMLMixin,
     TextYAMLParser,
@@ -191,15 +191,12 @@ class ApplyResultSerializer(serializers.Serializer):
         "message, path, suggestions); each such entry also carries its `impact` per cluster "
         "and its own `warnings`, as POST /policies/preview/ gives them.",
     )
-
-
-def _flag(request: Request, name: str) -> bool:
-    raw = request.query_params.get(name, "false").lower()
-    if raw in ("true", "1", "yes"):
-        return True
-    if raw in ("false", "0", "no", ""):
-        return False
-    raise ContentError({name: ["Must be true or false."]})
+    broken_expectations = serializers.ListField(
+        child=serializers.DictField(),
+        required=False,
+        help_text="Dry run only: expectations that pass now and would fail after this apply "
+        "(name, cluster, message). A real apply that breaks any is refused unless force=true.",
+    )
 
 
 class ApplyView(NulGuardMixin, APIView):
@@ -226,14 +223,25 @@ class ApplyView(NulGuardMixin, APIView):
                 OpenApiTypes.BOOL,
                 description="true: delete policies and label assignments the document omits.",
             ),
+            OpenApiParameter(
+                "force",
+                OpenApiTypes.BOOL,
+                description="true: apply even if the changes break expectations that pass now "
+                "(without it such an apply is a 409 listing them, and nothing is written).",
+            ),
         ],
     )
     def post(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        dry_run = _flag(request, "dry_run")
-        prune = _flag(request, "prune")
+        dry_run = query_flag(request, "dry_run")
+        prune = query_flag(request, "prune")
+        force = query_flag(request, "force")
         return Response(
             policy_set_apply(
-                actor=request.user, document=request.data, dry_run=dry_run, prune=prune
+                actor=request.user,
+                document=request.data,
+                dry_run=dry_run,
+                prune=prune,
+                force=force,
             )
         )
 

@@ -34,7 +34,7 @@ from policies.services import (
     policy_rollback,
     policy_update,
 )
-from portal.api.base import ContentViewSet
+from portal.api.base import ContentViewSet, query_flag
 
 ETAG_HEADER = OpenApiParameter(
     "ETag",
@@ -81,9 +81,14 @@ class PolicyViewSet(ContentViewSet):
         "versions": ["policies.view_policy", "policies.view_policyversion"],
     }
 
+    # ``?force=true``: make a change that breaks expectations that pass now (else a 409).
+
     def create_object(self, content: dict) -> Policy:
         return policy_create(
-            actor=self.request.user, data=content, note=self.change_note or "created via API"
+            actor=self.request.user,
+            data=content,
+            note=self.change_note or "created via API",
+            force=query_flag(self.request, "force"),
         )
 
     def update_object(self, instance: Policy, content: dict, expected_version: int | None) -> Any:
@@ -93,10 +98,16 @@ class PolicyViewSet(ContentViewSet):
             data=content,
             expected_version=expected_version,
             note=self.change_note or "updated via API",
+            force=query_flag(self.request, "force"),
         )
 
     def delete_object(self, instance: Policy, expected_version: int | None) -> None:
-        policy_delete(actor=self.request.user, policy=instance, expected_version=expected_version)
+        policy_delete(
+            actor=self.request.user,
+            policy=instance,
+            expected_version=expected_version,
+            force=query_flag(self.request, "force"),
+        )
 
     @extend_schema(
         request=PolicySerializer,
@@ -159,7 +170,11 @@ class PolicyViewSet(ContentViewSet):
             request,
             body.validated_data.get("expected_version"),
             lambda expected: policy_rollback(
-                actor=request.user, policy=policy, version=target, expected_version=expected
+                actor=request.user,
+                policy=policy,
+                version=target,
+                expected_version=expected,
+                force=query_flag(request, "force"),
             ),
         )
         self.serializer_class = PolicySerializer

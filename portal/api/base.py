@@ -103,6 +103,16 @@ class ContentSerializer(serializers.Serializer):
         return content
 
 
+def query_flag(request: Request, name: str) -> bool:
+    """A ``?name=true|false`` query parameter (absent: false); anything else is a 400."""
+    raw = request.query_params.get(name, "false").lower()
+    if raw in ("true", "1", "yes"):
+        return True
+    if raw in ("false", "0", "no", ""):
+        return False
+    raise ContentError({name: ["Must be true or false."]})
+
+
 def parse_if_match(request: Request) -> int | None:
     """The version named by ``If-Match`` (``"3"`` or ``W/"3"``); None when absent or ``*``."""
     header = request.headers.get("If-Match")

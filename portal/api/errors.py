@@ -24,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
+from policies.engine.expectations import ExpectationsBroken
 from policies.services import VersionConflict
 from policies.validation import ContentError
 from portal import limits
@@ -105,6 +106,16 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, ContentError):
         set_rollback()
         return Response(content_error_detail(exc), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, ExpectationsBroken):
+        set_rollback()
+        return Response(
+            {
+                "detail": str(exc),
+                "broken_expectations": exc.broken,
+                "hint": "Send the same request with ?force=true to make the change anyway.",
+            },
+            status=status.HTTP_409_CONFLICT,
+        )
     if isinstance(exc, VersionConflict):
         set_rollback()
         return Response(

@@ -19,6 +19,7 @@ from django.utils import timezone
 from extender.models import Decision
 from inventory.models import Cluster, ClusterSource, Node, SyncState
 from inventory.sync import describe_inventory_age, inventory_age_seconds
+from policies.expectations import current_outcomes
 from policies.models import FilterRule, Policy
 from portal.models import AuditEntry
 
@@ -59,6 +60,12 @@ class Dashboard:
     top_rules: list[tuple[str, int]]
     hourly: list[tuple[str, int, int]]
     problems: list[Problem] = field(default_factory=list)
+    # Every enabled expectation's outcome per cluster (name, cluster, ok, message).
+    expectations: list[dict] = field(default_factory=list)
+
+    @property
+    def expectations_failing(self) -> list[dict]:
+        return [e for e in self.expectations if not e["ok"]]
 
 
 def _stale_after(cluster: Cluster) -> float:
@@ -165,7 +172,7 @@ def _hourly(recent: Any, now: datetime, no_nodes: Q) -> list[tuple[str, int, int
     ]
 
 
-def problems(rows: list[ClusterRow]) -> list[Problem]:
+def problems(rows: list[ClusterRow], expectations: list[dict]) -> list[Problem]:
     found = []
     for row in rows:
         if row.badge == "bad":
@@ -183,6 +190,17 @@ def problems(rows: list[ClusterRow]) -> list[Problem]:
                 )
             )
     found.extend(_unknown_label_keys())
+    listing = reverse("admin:policies_expectation_changelist")
+    for outcome in expectations:
+        if not outcome["ok"]:
+            found.append(
+                Problem(
+                    f"Expectation {outcome['name']} fails in {outcome['cluster']}: "
+                    f"{outcome['message']}",
+                    f"{listing}?q={outcome['name']}",
+                    "see the expectation",
+                )
+            )
     return found
 
 
@@ -224,7 +242,9 @@ def build(now: datetime | None = None) -> Dashboard:
     changes = list(
         AuditEntry.objects.select_related("actor").order_by("-created_at")[:RECENT_CHANGES]
     )
+    expectations = current_outcomes()
     return Dashboard(
+        expectations=expectations,
         clusters=rows,
         policy_counts=policy_counts(),
         changes=changes,
@@ -232,5 +252,5 @@ def build(now: datetime | None = None) -> Dashboard:
         no_nodes_url=reverse("admin:extender_decision_changelist") + "?outcome=no-nodes",
         top_rules=top_rules,
         hourly=hourly,
-        problems=problems(rows),
+        problems=problems(rows, expectations),
     )

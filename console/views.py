@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from console import dashboard, explain
 from console.charts import bar_chart
@@ -58,6 +61,7 @@ def explain_view(request: HttpRequest) -> HttpResponse:
             context["errors"] = exc.errors
         else:
             context["result"] = result
+            context["save_expectation_url"] = save_expectation_url(request, query, result)
             context["chart"] = bar_chart(
                 result["score_histogram"],
                 title="How many passing nodes got each score 0..10",
@@ -65,3 +69,14 @@ def explain_view(request: HttpRequest) -> HttpResponse:
                 highlight="",
             )
     return TemplateResponse(request, "console/explain.html", context)
+
+
+def save_expectation_url(request: HttpRequest, query: dict, result: dict) -> str | None:
+    """The expectation add form prefilled with this pod and cluster (editors only)."""
+    if not request.user.has_perm("policies.add_expectation"):
+        return None
+    cluster = Cluster.objects.filter(name=result["cluster"]).values_list("pk", flat=True).first()
+    prefill = {"namespace": query.get("namespace") or "default", "pod_labels": query.get("labels")}
+    if cluster is not None:
+        prefill["cluster"] = str(cluster)
+    return f"{reverse('admin:policies_expectation_add')}?{urlencode(prefill)}"

@@ -132,3 +132,23 @@ def test_queries_are_bounded_whatever_the_data(
     decisions(500)
     with django_assert_max_num_queries(len(small.captured_queries)):
         admin_client.get("/admin/")
+
+
+def test_a_failing_expectation_is_a_problem_and_counted(admin_client: Client) -> None:
+    from policies.expectations import expectation_create
+
+    demo_seed()
+    for name, selector in (("ml-on-a100", "gpu-a100-*"), ("ml-on-general", "*-general-*")):
+        expectation_create(
+            actor=None,
+            data={
+                "name": name,
+                "kind": "can_land",
+                "pod": {"namespace": "ml"},
+                "node_selector": {"node_names": [f"demo-{selector}"]},
+            },
+        )
+    html = admin_client.get("/admin/").content.decode()
+    assert "Expectation ml-on-general fails in demo" in html
+    assert "Expectation ml-on-a100" not in html
+    assert "<strong>1</strong> failing" in html

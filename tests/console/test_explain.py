@@ -67,3 +67,25 @@ def test_the_form_alone_renders_without_data(admin_client: Client) -> None:
     page = admin_client.get("/admin/explain/")
     assert page.status_code == 200
     assert 'id="explain-form-title"' in page.content.decode()
+
+
+@pytest.mark.usefixtures("demo")
+def test_an_explained_pod_can_be_saved_as_an_expectation(admin_client: Client) -> None:
+    html = admin_client.get("/admin/explain/?cluster=demo&namespace=ml&labels=app%3Dtrainer")
+    link = re.search(r'href="([^"]*expectation/add/\?[^"]*)"', html.content.decode())
+    assert link, "no 'Save as an expectation' link"
+    url = link.group(1).replace("&amp;", "&")
+    form = admin_client.get(url).context["adminform"].form
+    assert form["namespace"].value() == "ml"
+    assert form["pod_labels"].value() == "app=trainer"
+
+
+@pytest.mark.usefixtures("demo")
+def test_a_viewer_gets_no_save_link(client: Client) -> None:
+    from django.contrib.auth.models import Group, User
+
+    viewer = User.objects.create_user("viewer-x", password="x", is_staff=True)
+    viewer.groups.add(Group.objects.get(name="viewer"))
+    client.force_login(viewer)
+    html = client.get("/admin/explain/?cluster=demo&namespace=ml").content.decode()
+    assert "Save as an expectation" not in html

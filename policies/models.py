@@ -215,9 +215,15 @@ class WeightRule(Rule):
 
 
 class PolicyVersion(models.Model):
-    """An immutable copy of a policy's full content at one version."""
+    """An immutable copy of a policy's full content at one version.
 
-    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="versions")
+    Versions outlive their policy: deleting a policy detaches them (``policy`` becomes null)
+    and they stay browsable by ``policy_name``; restoring the policy re-attaches them."""
+
+    policy = models.ForeignKey(
+        Policy, null=True, blank=True, on_delete=models.SET_NULL, related_name="versions"
+    )
+    policy_name = models.SlugField(max_length=100, db_index=True, default="")
     version = models.PositiveIntegerField()
     content = models.JSONField()
     author = models.ForeignKey(
@@ -228,13 +234,13 @@ class PolicyVersion(models.Model):
     note = models.CharField(max_length=500, blank=True)
 
     class Meta:
-        ordering = ["policy", "-version"]
+        ordering = ["policy_name", "-version"]
         constraints = [
             models.UniqueConstraint(fields=["policy", "version"], name="policy_version_unique")
         ]
 
     def __str__(self) -> str:
-        return f"{self.policy_id} v{self.version}"
+        return f"{self.policy_name} v{self.version}"
 
 
 class ExpectationKind(models.TextChoices):

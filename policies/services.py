@@ -131,6 +131,7 @@ def _rule_fields(rule: dict, fields: tuple[str, ...]) -> dict:
 def _store_version(policy: Policy, content: dict, actor: Any, note: str) -> None:
     PolicyVersion.objects.create(
         policy=policy,
+        policy_name=policy.name,
         version=policy.version,
         content=content,
         author=actor if getattr(actor, "is_authenticated", False) else None,
@@ -296,7 +297,8 @@ def policy_set_mode(
 def policy_delete(
     *, actor: Any, policy: Policy, expected_version: int | None = None, force: bool = False
 ) -> None:
-    """Delete a policy, its rules and versions; the audit log keeps its last content."""
+    """Delete a policy and its rules; its versions stay, detached, findable by name
+    (``policy_restore`` brings it back)."""
     locked = Policy.objects.select_for_update().get(pk=policy.pk)
     _check_version(locked.version, expected_version)
     before = policy_content(locked)
@@ -359,6 +361,45 @@ def policy_rollback(
         expected_version=expected_version,
         force=force,
     )
+
+
+@transaction.atomic
+def policy_restore(*, actor: Any, name: str, version: int, force: bool = False) -> Policy:
+    """Create a deleted policy again from one of its versions, continuing its history: the
+    new version number follows the last one, and the old versions are attached again."""
+    history = PolicyVersion.objects.filter(policy__isnull=True, policy_name=name)
+    old = history.filter(version=version).order_by("-created_at").first()
+    if old is None:
+        raise ContentError({"version": [f"No deleted policy {name!r} has a version {version}."]})
+    if Policy.objects.filter(name=name).exists():
+        raise ObjectExists({"name": [f"A policy named {name!r} exists: roll it back instead."]})
+    content = {**old.content, "name": name}
+    if (
+        content["cluster"] is not None
+        and not Cluster.objects.filter(name=content["cluster"]).exists()
+    ):
+        raise ContentError(
+            {
+                "version": [
+                    f"Version {version} targets cluster {content['cluster']!r}, "
+                    "which no longer exists."
+                ]
+            }
+        )
+    last = max(history.values_list("version", flat=True))
+    policy = policy_create(
+        actor=actor, data=content, note=f"restored from version {version}", force=force
+    )
+    # Continue the numbering: the restored content is version last + 1.
+    PolicyVersion.objects.filter(policy=policy).update(version=last + 1)
+    Policy.objects.filter(pk=policy.pk).update(version=last + 1)
+    taken: set[int] = set()
+    for row in history.order_by("-created_at"):
+        if row.version not in taken:  # an older life's duplicate numbers stay detached
+            taken.add(row.version)
+            PolicyVersion.objects.filter(pk=row.pk).update(policy=policy)
+    policy.refresh_from_db()
+    return policy
 
 
 # --- label assignments ----------------------------------------------------------------------

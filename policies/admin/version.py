@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -10,20 +12,36 @@ from django.utils.safestring import SafeString
 
 from policies.admin.common import version_diff
 from policies.admin.confirm import change_item, confirmation_page, confirmed
-from policies.models import PolicyVersion
-from policies.services import policy_content, policy_rollback
+from policies.models import Policy, PolicyVersion
+from policies.services import policy_content, policy_restore, policy_rollback
 from policies.validation import ContentError
 from portal.admin import ReadOnlyAdmin, json_pre
 
 
+class DeletedFilter(admin.SimpleListFilter):
+    title = "policy state"
+    parameter_name = "deleted"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "deleted policies"), ("no", "existing policies")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return queryset.filter(policy__isnull=True)
+        if self.value() == "no":
+            return queryset.filter(policy__isnull=False)
+        return queryset
+
+
 @admin.register(PolicyVersion)
 class PolicyVersionAdmin(ReadOnlyAdmin):
-    list_display = ("policy", "version", "author_display", "created_at", "note")
-    list_filter = ("policy",)
+    list_display = ("policy_name", "state", "version", "author_display", "created_at", "note")
+    list_filter = (DeletedFilter, "policy")
     list_select_related = ("policy",)
-    search_fields = ("policy__name", "note", "author_name")
-    actions = ("roll_back_to_version",)
+    search_fields = ("policy_name", "note", "author_name")
+    actions = ("roll_back_to_version", "restore_policy")
     fields = (
+        "policy_name",
         "policy",
         "version",
         "author_display",
@@ -51,6 +69,13 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
             )
             return None
         old = selected[0]
+        if old.policy is None:
+            self.message_user(
+                request,
+                f"Policy {old.policy_name} was deleted: restore it from this version instead.",
+                messages.ERROR,
+            )
+            return None
         if not confirmed(request):
             # First the diff from the current content and what the old content would do.
             item = change_item(old.policy, policy_content(old.policy), old.content)
@@ -85,6 +110,57 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
         self.message_user(request, text, messages.SUCCESS)
         return None
 
+    def has_restore_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("policies.add_policy")
+
+    @admin.action(
+        description="Restore the deleted policy from the selected version",
+        permissions=["restore"],
+    )
+    def restore_policy(
+        self, request: HttpRequest, queryset: QuerySet[PolicyVersion]
+    ) -> TemplateResponse | None:
+        selected = list(queryset[:2])
+        if len(selected) != 1 or selected[0].policy_id is not None:
+            self.message_user(
+                request, "Select exactly one version of a deleted policy.", messages.ERROR
+            )
+            return None
+        old = selected[0]
+        if not confirmed(request):
+            item = change_item(
+                Policy(name=old.policy_name), {}, {**old.content, "name": old.policy_name}
+            )
+            item["label"] = (
+                f"{old.policy_name}: created again with the content of version {old.version}"
+            )
+            return confirmation_page(
+                self,
+                request,
+                title=f"Restore {old.policy_name} from version {old.version}",
+                action="restore_policy",
+                selected=selected,
+                items=[item],
+                button="Yes, restore",
+            )
+        try:
+            policy = policy_restore(
+                actor=request.user, name=old.policy_name, version=old.version, force=True
+            )
+        except ContentError as exc:
+            self.message_user(request, f"Not restored: {exc}", messages.ERROR)
+            return None
+        self.message_user(
+            request,
+            f"Restored {policy.name} from version {old.version} as version {policy.version}.",
+            messages.SUCCESS,
+        )
+        return None
+
+    @admin.display(description="policy now")
+    def state(self, obj: PolicyVersion) -> str:
+        return "deleted" if obj.policy_id is None else f"at version {obj.policy.version}"
+
     @admin.display(description="author", ordering="author_name")
     def author_display(self, obj: PolicyVersion) -> str:
         return obj.author_name or "system"
@@ -92,7 +168,7 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
     @admin.display(description="changes since the previous version")
     def diff_display(self, obj: PolicyVersion) -> SafeString | str:
         previous = (
-            PolicyVersion.objects.filter(policy_id=obj.policy_id, version__lt=obj.version)
+            PolicyVersion.objects.filter(policy_name=obj.policy_name, version__lt=obj.version)
             .order_by("-version")
             .first()
         )

@@ -248,6 +248,11 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
         return content_diff(previous, obj.content)
 
 
+class RestoreSerializer(StrictSerializer):
+    name = serializers.SlugField(max_length=100, help_text="The deleted policy's name.")
+    version = serializers.IntegerField(min_value=1, help_text="The version to restore from.")
+
+
 class RollbackSerializer(StrictSerializer):
     version = serializers.IntegerField(min_value=1, help_text="The version to restore.")
     expected_version = serializers.IntegerField(

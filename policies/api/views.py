@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from django.db.models import QuerySet
@@ -12,7 +13,9 @@ from drf_spectacular.utils import (
     extend_schema,
     extend_schema_view,
 )
+from rest_framework import status
 from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -21,6 +24,7 @@ from policies.api.serializers import (
     LabelAssignmentSerializer,
     PolicySerializer,
     PolicyVersionSerializer,
+    RestoreSerializer,
     RollbackSerializer,
 )
 from policies.models import LabelAssignment, Policy, PolicyVersion
@@ -31,6 +35,7 @@ from policies.services import (
     label_assignment_update,
     policy_create,
     policy_delete,
+    policy_restore,
     policy_rollback,
     policy_update,
 )
@@ -79,6 +84,8 @@ class PolicyViewSet(ContentViewSet):
         # A preview writes nothing: seeing policies is enough.
         "preview": ["policies.view_policy"],
         "versions": ["policies.view_policy", "policies.view_policyversion"],
+        "history": ["policies.view_policy", "policies.view_policyversion"],
+        "restore": ["policies.add_policy"],
     }
 
     # ``?force=true``: make a change that breaks expectations that pass now (else a 409).
@@ -151,6 +158,53 @@ class PolicyViewSet(ContentViewSet):
         if page is not None:
             return self.get_paginated_response(serializer.data)
         return Response(serializer.data)
+
+    @extend_schema(
+        responses=PolicyVersionSerializer(many=True),
+        parameters=[OpenApiParameter("name", OpenApiTypes.STR, required=True)],
+        description="Every stored version of the policy named `name`, newest first, also "
+        "after the policy was deleted (its versions are kept).",
+    )
+    @action(
+        detail=False,
+        methods=["get"],
+        serializer_class=PolicyVersionSerializer,
+        filterset_class=None,
+    )
+    def history(self, request: Request) -> Response:
+        name = request.query_params.get("name", "")
+        rows = list(PolicyVersion.objects.filter(policy_name=name).order_by("-version", "-id"))
+        if not rows:
+            raise NotFound(f"No versions of a policy named {name!r}.")
+        previous = {}
+        for newer, older in itertools.pairwise(rows):
+            previous[newer.version] = older.content
+        serializer = PolicyVersionSerializer(
+            rows, many=True, context={"previous_content": previous}
+        )
+        return Response(serializer.data)
+
+    @extend_schema(
+        request=RestoreSerializer,
+        responses={201: OpenApiResponse(PolicySerializer, description="The restored policy.")},
+        description="Create a deleted policy again from one of its versions; its history "
+        "continues (the new version number follows the last). `?force=true` if it breaks "
+        "expectations.",
+    )
+    @action(
+        detail=False, methods=["post"], serializer_class=RestoreSerializer, filterset_class=None
+    )
+    def restore(self, request: Request) -> Response:
+        body = RestoreSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        policy = policy_restore(
+            actor=request.user,
+            name=body.validated_data["name"],
+            version=body.validated_data["version"],
+            force=query_flag(request, "force"),
+        )
+        self.serializer_class = PolicySerializer
+        return self.respond(self.reload(policy), status.HTTP_201_CREATED)
 
     @extend_schema(
         request=RollbackSerializer,

@@ -79,6 +79,9 @@ ROUTES = [
     Route("DELETE", "/api/v1/policies/gpu-only/", 204, WRITE),
     Route("GET", "/api/v1/policies/gpu-only/versions/", 200),
     Route("POST", "/api/v1/policies/gpu-only/rollback/", 200, WRITE, {"version": 1}),
+    Route("GET", "/api/v1/policies/history/?name=gpu-only", 200),
+    # No deleted policy in this world: an allowed role gets the 400 that says so.
+    Route("POST", "/api/v1/policies/restore/", 400, WRITE, {"name": "gone", "version": 1}),
     # simulate, apply, export, decisions, audit
     Route("POST", "/api/v1/simulate/", 200, SIMULATE, {"cluster": "prod", "pod": POD}),
     # A preview writes nothing: every role that can see policies may preview one.

@@ -212,3 +212,20 @@ def test_label_preview_of_an_invalid_form_asks_to_fix_it(admin_client: Client, d
     data.update(name="x", labels="no-equals-sign")
     body = admin_client.post(reverse("admin:policies_labelassignment_preview"), data)
     assert "Fix the errors in the form" in body.content.decode()
+
+
+def test_a_deleted_policy_is_restored_from_its_versions_after_a_confirmation(
+    admin_client: Client, policy: Policy, nodes: None
+) -> None:
+    from policies.services import policy_delete
+
+    policy_delete(actor=None, policy=policy)
+    listing = admin_client.get(admin_url(PolicyVersion, "changelist") + "?deleted=yes")
+    assert "gpu-only" in listing.content.decode()
+    version = PolicyVersion.objects.get(policy_name="gpu-only", version=1)
+    page = run_action(admin_client, PolicyVersion, "restore_policy", [version])
+    assert "created again with the content of version 1" in page.content.decode()
+    assert not Policy.objects.filter(name="gpu-only").exists()
+    done = run_action(admin_client, PolicyVersion, "restore_policy", [version], confirm=True)
+    assert "Restored gpu-only from version 1 as version 2." in done.content.decode()
+    assert Policy.objects.get(name="gpu-only").version == 2

@@ -177,11 +177,20 @@ def outcomes(
 
 
 def broken_by(replace: Mapping[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
-    """The expectations that pass now and would fail with ``replace`` applied."""
+    """The expectations that pass now and would fail with ``replace`` applied.
+
+    Only expectations whose pod a replaced policy (before or after) selects can change
+    outcome, so only those are judged.
+    """
     specs = enabled_specs()
     if not specs:
         return []
     snapshot = current_snapshot()
+    changed = [p for p in snapshot.policies if p.name in replace]
+    changed += [compile_policy(c, version=0) for c in replace.values() if c is not None]
+    specs = [s for s in specs if any(p.selects(s.pod) for p in changed)]
+    if not specs:
+        return []
     passing = {(o.name, o.cluster) for o in outcomes(snapshot, specs) if o.ok}
     return [
         asdict(o)

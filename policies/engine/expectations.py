@@ -97,8 +97,13 @@ def evaluate_expectation(
     cluster: str,
 ) -> Outcome:
     """Whether ``spec`` holds in ``cluster`` with ``policies``, and why in one sentence."""
-    result = evaluate_pod(policies, spec.pod, facts, cluster=cluster)
-    matching = {n.name for n in facts if spec.selector.matches(n.name, n.labels)}
+    selected = [n for n in facts if spec.selector.matches(n.name, n.labels)]
+    matching = {n.name for n in selected}
+    # Landing is decided node by node: judge only the selected nodes. Scores are relative to
+    # the whole list, so "prefers" judges every node.
+    result = evaluate_pod(
+        policies, spec.pod, facts if spec.kind == PREFERS else selected, cluster=cluster
+    )
     passed = set(result.passed)
     what = f"a pod in {spec.pod.namespace}"
     if spec.kind == CAN_LAND:

@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from policies.engine.facts import NodeFacts  # noqa: E402
 from policies.engine.expectations import evaluate_expectation, expectation_spec  # noqa: E402
+from policies.engine.facts import NodeFacts  # noqa: E402
 from policies.engine.policy import compile_policy  # noqa: E402
 from policies.engine.preview import impact, warnings  # noqa: E402
 

@@ -147,7 +147,8 @@ def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
 
     before = cluster_content(cluster)
     for policy in cluster.policies.all():
-        policy_delete(actor=actor, policy=policy)
+        # Deleting the cluster was asked for; its expectations go with it.
+        policy_delete(actor=actor, policy=policy, force=True)
     for assignment in cluster.label_assignments.all():
         label_assignment_delete(actor=actor, assignment=assignment)
     cluster.delete()

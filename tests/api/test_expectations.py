@@ -228,3 +228,16 @@ def test_apply_dry_run_lists_and_apply_refuses_unless_forced(editor, policy):
     assert Policy.objects.get(name="gpu-only").version == 1
     assert editor.post("/api/v1/apply/?force=true", document, format="json").status_code == 200
     assert Policy.objects.get(name="gpu-only").version == 2
+
+
+def test_deleting_a_cluster_is_not_blocked_by_its_own_expectations(cluster):
+    from inventory.services import cluster_delete
+
+    prod_only = make_policy("prod-only", cluster="prod", weight_rules=[])
+    # Without the policy ml pods could land on cpu-1: deleting it alone is refused.
+    expectation("prod-never-cpu", "never_lands", {"node_names": ["cpu-*"]}, cluster="prod")
+    with pytest.raises(ExpectationsBroken):
+        policy_delete(actor=None, policy=prod_only)
+    cluster_delete(actor=None, cluster=cluster)
+    assert not Policy.objects.filter(name="prod-only").exists()
+    assert not Expectation.objects.exists()

@@ -243,6 +243,39 @@ class PolicyVersion(models.Model):
         return f"{self.policy_name} v{self.version}"
 
 
+class LabelAssignmentVersion(models.Model):
+    """An immutable copy of a label assignment's content at one version; like PolicyVersion it
+    outlives the assignment (``assignment`` null after a delete, ``assignment_name`` kept)."""
+
+    assignment = models.ForeignKey(
+        LabelAssignment,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="versions",
+    )
+    assignment_name = models.SlugField(max_length=100)
+    version = models.PositiveIntegerField()
+    content = models.JSONField()
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    author_name = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    note = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["assignment_name", "-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["assignment", "version"], name="assignment_version_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.assignment_name} v{self.version}"
+
+
 class ExpectationKind(models.TextChoices):
     CAN_LAND = "can_land", "must be able to land on"
     NEVER_LANDS = "never_lands", "must never land on"

@@ -14,7 +14,14 @@ from django.db import transaction
 
 from inventory.models import Cluster
 from policies.expectations import guard_policy_change
-from policies.models import FilterRule, LabelAssignment, Policy, PolicyVersion, WeightRule
+from policies.models import (
+    FilterRule,
+    LabelAssignment,
+    LabelAssignmentVersion,
+    Policy,
+    PolicyVersion,
+    WeightRule,
+)
 from policies.validation import ContentError, clean_label_assignment, clean_policy
 from portal.audit import actor_name, audit_record
 from portal.models import AuditAction
@@ -427,6 +434,7 @@ def label_assignment_create(*, actor: Any, data: Any, note: str = "") -> LabelAs
     assignment = LabelAssignment.objects.create(
         **_assignment_fields(content), created_by=_user(actor), updated_by=_user(actor)
     )
+    _store_assignment_version(assignment, content, actor, note or "created")
     audit_record(
         actor=actor,
         action=AuditAction.CREATE,
@@ -467,6 +475,7 @@ def label_assignment_update(
     locked.version += 1
     locked.updated_by = _user(actor)
     locked.save()
+    _store_assignment_version(locked, content, actor, note)
     audit_record(
         actor=actor,
         action=action,
@@ -480,13 +489,69 @@ def label_assignment_update(
     return locked
 
 
+def _store_assignment_version(
+    assignment: LabelAssignment, content: dict, actor: Any, note: str
+) -> None:
+    LabelAssignmentVersion.objects.create(
+        assignment=assignment,
+        assignment_name=assignment.name,
+        version=assignment.version,
+        content=content,
+        author=_user(actor),
+        author_name=actor_name(actor),
+        note=note,
+    )
+
+
+def label_assignment_rollback(
+    *,
+    actor: Any,
+    assignment: LabelAssignment,
+    version: int,
+    expected_version: int | None = None,
+) -> LabelAssignment:
+    """A new version whose content equals the stored ``version`` (name kept)."""
+    old = LabelAssignmentVersion.objects.filter(assignment=assignment, version=version).first()
+    if old is None:
+        raise ContentError(
+            {"version": [f"Label assignment {assignment.name!r} has no version {version}."]}
+        )
+    content = {**old.content, "name": assignment.name}
+    if (
+        content["cluster"] is not None
+        and not Cluster.objects.filter(name=content["cluster"]).exists()
+    ):
+        raise ContentError(
+            {
+                "version": [
+                    f"Version {version} targets cluster {content['cluster']!r}, "
+                    "which no longer exists."
+                ]
+            }
+        )
+    return label_assignment_update(
+        actor=actor,
+        assignment=assignment,
+        data=content,
+        action=AuditAction.ROLLBACK,
+        note=f"rollback to version {version}",
+        expected_version=expected_version,
+    )
+
+
 def label_assignment_set_enabled(
     *, actor: Any, assignment: LabelAssignment, enabled: bool
 ) -> LabelAssignment:
     content = label_assignment_content(assignment)
     content["enabled"] = enabled
     action = AuditAction.ENABLE if enabled else AuditAction.DISABLE
-    return label_assignment_update(actor=actor, assignment=assignment, data=content, action=action)
+    return label_assignment_update(
+        actor=actor,
+        assignment=assignment,
+        data=content,
+        action=action,
+        note="enabled" if enabled else "disabled",
+    )
 
 
 @transaction.atomic

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
@@ -10,7 +11,9 @@ from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
-from django.urls import path
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
 from policies.forms import LabelAssignmentForm
@@ -72,13 +75,19 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
         ),
         ("Nodes it labels", {"fields": ("node_names", "node_expressions", "labels")}),
         ("Change note", {"fields": ("change_note",)}),
-        ("History", {"fields": HISTORY_FIELDS, "classes": ("collapse",)}),
+        ("History", {"fields": (*HISTORY_FIELDS, "versions_link"), "classes": ("collapse",)}),
     )
 
     def get_readonly_fields(
         self, request: HttpRequest, obj: LabelAssignment | None = None
     ) -> list[str]:
-        return [*super().get_readonly_fields(request, obj), *HISTORY_FIELDS]
+        return [*super().get_readonly_fields(request, obj), *HISTORY_FIELDS, "versions_link"]
+
+    @admin.display(description="versions")
+    def versions_link(self, obj: LabelAssignment) -> SafeString | str:
+        url = reverse("admin:policies_labelassignmentversion_changelist")
+        query = urlencode({"assignment__id__exact": obj.pk})
+        return format_html('<a href="{}?{}">All versions of {}</a>', url, query, obj.name)
 
     def get_fieldsets(self, request: HttpRequest, obj: LabelAssignment | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)

@@ -1,4 +1,5 @@
-"""Policy versions: read-only, with a diff against the previous version and rollback."""
+"""Policy and label-assignment versions: read-only, with a diff against the previous version,
+rollback and (policies) restore after a delete; each shown before it is made."""
 
 from __future__ import annotations
 
@@ -12,8 +13,14 @@ from django.utils.safestring import SafeString
 
 from policies.admin.common import version_diff
 from policies.admin.confirm import change_item, confirmation_page, confirmed
-from policies.models import Policy, PolicyVersion
-from policies.services import policy_content, policy_restore, policy_rollback
+from policies.models import LabelAssignmentVersion, Policy, PolicyVersion
+from policies.services import (
+    label_assignment_content,
+    label_assignment_rollback,
+    policy_content,
+    policy_restore,
+    policy_rollback,
+)
 from policies.validation import ContentError
 from portal.admin import ReadOnlyAdmin, json_pre
 
@@ -176,4 +183,100 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="content")
     def content_display(self, obj: PolicyVersion) -> SafeString | str:
+        return json_pre(obj.content)
+
+
+@admin.register(LabelAssignmentVersion)
+class LabelAssignmentVersionAdmin(ReadOnlyAdmin):
+    """Label-assignment versions: a diff against the previous one, and rollback."""
+
+    list_display = ("assignment_name", "version", "author_display", "created_at", "note")
+    list_filter = ("assignment",)
+    list_select_related = ("assignment",)
+    search_fields = ("assignment_name", "note", "author_name")
+    actions = ("roll_back_to_version",)
+    fields = (
+        "assignment_name",
+        "assignment",
+        "version",
+        "author_display",
+        "created_at",
+        "note",
+        "diff_display",
+        "content_display",
+    )
+    readonly_fields = fields
+
+    def has_rollback_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("policies.change_labelassignment")
+
+    @admin.action(
+        description="Roll back the label assignment to the selected version",
+        permissions=["rollback"],
+    )
+    def roll_back_to_version(
+        self, request: HttpRequest, queryset: QuerySet[LabelAssignmentVersion]
+    ) -> TemplateResponse | None:
+        selected = list(queryset.select_related("assignment")[:2])
+        if len(selected) != 1 or selected[0].assignment is None:
+            self.message_user(
+                request,
+                "Select exactly one version of an existing label assignment.",
+                messages.ERROR,
+            )
+            return None
+        old = selected[0]
+        assignment = old.assignment
+        if not confirmed(request):
+            after = {**old.content, "name": assignment.name}
+            item = {
+                "label": f"{assignment.name}: version {assignment.version} → content of "
+                f"version {old.version}",
+                "policy": assignment,
+                "unchanged": label_assignment_content(assignment) == after,
+                "diff": version_diff(
+                    label_assignment_content(assignment), after, ("now", "after this change")
+                ),
+                "report": None,
+            }
+            return confirmation_page(
+                self,
+                request,
+                title=f"Roll back {assignment.name} to version {old.version}",
+                action="roll_back_to_version",
+                selected=selected,
+                items=[item],
+                button="Yes, roll back",
+            )
+        try:
+            updated = label_assignment_rollback(
+                actor=request.user, assignment=assignment, version=old.version
+            )
+        except ContentError as exc:
+            self.message_user(request, f"Not rolled back: {exc}", messages.ERROR)
+            return None
+        self.message_user(
+            request,
+            f"Rolled back {updated.name} to version {old.version} as version {updated.version}.",
+            messages.SUCCESS,
+        )
+        return None
+
+    @admin.display(description="author", ordering="author_name")
+    def author_display(self, obj: LabelAssignmentVersion) -> str:
+        return obj.author_name or "system"
+
+    @admin.display(description="changes since the previous version")
+    def diff_display(self, obj: LabelAssignmentVersion) -> SafeString | str:
+        previous = (
+            LabelAssignmentVersion.objects.filter(
+                assignment_name=obj.assignment_name, version__lt=obj.version
+            )
+            .order_by("-version")
+            .first()
+        )
+        return version_diff(previous.content if previous else None, obj.content)
+
+    @admin.display(description="content")
+    def content_display(self, obj: LabelAssignmentVersion) -> SafeString | str:
         return json_pre(obj.content)

@@ -17,6 +17,7 @@ from policies.models import (
     FilterKind,
     FilterRule,
     LabelAssignment,
+    LabelAssignmentVersion,
     Operator,
     Policy,
     PolicyMode,
@@ -246,6 +247,11 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
         if previous is None:
             return None
         return content_diff(previous, obj.content)
+
+
+class LabelAssignmentVersionSerializer(PolicyVersionSerializer):
+    class Meta(PolicyVersionSerializer.Meta):
+        model = LabelAssignmentVersion
 
 
 class RestoreSerializer(StrictSerializer):

@@ -22,16 +22,18 @@ from rest_framework.response import Response
 from policies.api.filtersets import LabelAssignmentFilterSet, PolicyFilterSet
 from policies.api.serializers import (
     LabelAssignmentSerializer,
+    LabelAssignmentVersionSerializer,
     PolicySerializer,
     PolicyVersionSerializer,
     RestoreSerializer,
     RollbackSerializer,
 )
-from policies.models import LabelAssignment, Policy, PolicyVersion
+from policies.models import LabelAssignment, LabelAssignmentVersion, Policy, PolicyVersion
 from policies.preview import preview_label_assignment, preview_policy
 from policies.services import (
     label_assignment_create,
     label_assignment_delete,
+    label_assignment_rollback,
     label_assignment_update,
     policy_create,
     policy_delete,
@@ -57,6 +59,20 @@ IF_MATCH_HEADER = OpenApiParameter(
 )
 VERSIONED_WRITE = extend_schema(parameters=[IF_MATCH_HEADER, ETAG_HEADER])
 VERSIONED_READ = extend_schema(parameters=[ETAG_HEADER])
+
+
+def versions_page(view: ContentViewSet, stored: QuerySet, serializer_class: Any = None) -> Response:
+    """One page of stored versions, newest first, each with its diff to the one before."""
+    serializer_class = serializer_class or PolicyVersionSerializer
+    versions = stored.order_by("-version")
+    page = view.paginate_queryset(versions)
+    rows = list(page if page is not None else versions)
+    wanted = {v.version - 1 for v in rows}
+    previous = {v.version + 1: v.content for v in stored.filter(version__in=wanted)}
+    serializer = serializer_class(rows, many=True, context={"previous_content": previous})
+    if page is not None:
+        return view.get_paginated_response(serializer.data)
+    return Response(serializer.data)
 
 
 @extend_schema_view(
@@ -142,22 +158,7 @@ class PolicyViewSet(ContentViewSet):
     )
     def versions(self, request: Request, name: str | None = None) -> Response:
         policy = self.get_object()
-        versions: QuerySet[PolicyVersion] = PolicyVersion.objects.filter(policy=policy).order_by(
-            "-version"
-        )
-        page = self.paginate_queryset(versions)
-        rows = list(page if page is not None else versions)
-        wanted = {v.version - 1 for v in rows}
-        previous = {
-            v.version + 1: v.content
-            for v in PolicyVersion.objects.filter(policy=policy, version__in=wanted)
-        }
-        serializer = PolicyVersionSerializer(
-            rows, many=True, context={"previous_content": previous}
-        )
-        if page is not None:
-            return self.get_paginated_response(serializer.data)
-        return Response(serializer.data)
+        return versions_page(self, PolicyVersion.objects.filter(policy=policy))
 
     @extend_schema(
         responses=PolicyVersionSerializer(many=True),
@@ -253,6 +254,8 @@ class LabelAssignmentViewSet(ContentViewSet):
     action_permissions = {
         # A preview writes nothing: seeing label assignments is enough.
         "preview": ["policies.view_labelassignment"],
+        "versions": ["policies.view_labelassignment", "policies.view_labelassignmentversion"],
+        "rollback": ["policies.change_labelassignment"],
     }
 
     def create_object(self, content: dict) -> LabelAssignment:
@@ -294,3 +297,42 @@ class LabelAssignmentViewSet(ContentViewSet):
         if isinstance(payload, dict):
             payload = {k: v for k, v in payload.items() if k not in ("version", "note")}
         return Response(preview_label_assignment(payload))
+
+    @extend_schema(
+        responses=LabelAssignmentVersionSerializer(many=True),
+        description="Every stored version, newest first, with a diff to the one before.",
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        serializer_class=LabelAssignmentVersionSerializer,
+        filterset_class=None,
+    )
+    def versions(self, request: Request, name: str | None = None) -> Response:
+        assignment = self.get_object()
+        stored = LabelAssignmentVersion.objects.filter(assignment=assignment)
+        return versions_page(self, stored, LabelAssignmentVersionSerializer)
+
+    @extend_schema(
+        request=RollbackSerializer,
+        responses={200: OpenApiResponse(LabelAssignmentSerializer, description="New version.")},
+        parameters=[IF_MATCH_HEADER, ETAG_HEADER],
+        description="Creates a new version whose content equals version `version`.",
+    )
+    @action(
+        detail=True, methods=["post"], serializer_class=RollbackSerializer, filterset_class=None
+    )
+    def rollback(self, request: Request, name: str | None = None) -> Response:
+        assignment = self.get_object()
+        body = RollbackSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        target = body.validated_data["version"]
+        updated = self.run_versioned(
+            request,
+            body.validated_data.get("expected_version"),
+            lambda expected: label_assignment_rollback(
+                actor=request.user, assignment=assignment, version=target, expected_version=expected
+            ),
+        )
+        self.serializer_class = LabelAssignmentSerializer
+        return self.respond(self.reload(updated))

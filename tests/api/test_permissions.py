@@ -70,6 +70,8 @@ ROUTES = [
     Route("PATCH", "/api/v1/label-assignments/gpu-tier/", 200, WRITE, {"priority": 7}),
     Route("DELETE", "/api/v1/label-assignments/gpu-tier/", 204, WRITE),
     Route("POST", "/api/v1/label-assignments/preview/", 200, SIMULATE, assignment_data("draft")),
+    Route("GET", "/api/v1/label-assignments/gpu-tier/versions/", 200),
+    Route("POST", "/api/v1/label-assignments/gpu-tier/rollback/", 200, WRITE, {"version": 1}),
     # policies
     Route("GET", "/api/v1/policies/", 200),
     Route("POST", "/api/v1/policies/", 201, WRITE, policy_data("second")),

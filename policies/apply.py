@@ -8,11 +8,14 @@ A document::
                  weight_rules}, ... ]
     labelAssignments: [ {name, cluster, description, enabled, priority, node_selector,
                          labels}, ... ]
+    expectations: [ {name, description, cluster, enabled, kind, pod, node_selector}, ... ]
 
 is validated as a whole (errors named like ``policies[3].filter_rules[0].key``) and applied in
 one transaction through the services: objects are matched by name, content equal to the stored
 content is left alone (no version, no audit entry), and with ``prune`` objects the document
-does not name are deleted. ``export_document`` produces a document that applies as a no-op.
+does not name are deleted (expectations only when the document has an ``expectations`` list,
+so a PolicySet written before expectations existed never prunes them). ``export_document``
+produces a document that applies as a no-op.
 """
 
 from __future__ import annotations
@@ -26,8 +29,15 @@ from django.db import transaction
 from inventory.models import Cluster
 from policies.api.diff import content_diff
 from policies.api.serializers import clean_assignment_for_api, clean_policy_for_api
-from policies.expectations import broken_by, guard_policy_change
-from policies.models import LabelAssignment, Policy
+from policies.expectations import (
+    broken_by,
+    expectation_content,
+    expectation_create,
+    expectation_delete,
+    expectation_update,
+    guard_policy_change,
+)
+from policies.models import Expectation, LabelAssignment, Policy
 from policies.preview import preview_policy
 from policies.services import (
     label_assignment_content,
@@ -39,14 +49,15 @@ from policies.services import (
     policy_delete,
     policy_update,
 )
-from policies.validation import ContentError
+from policies.validation import ContentError, clean_expectation
 from portal.models import AuditAction
 
 API_VERSION = "portal/v1"
 KIND = "PolicySet"
-DOCUMENT_FIELDS = {"apiVersion", "kind", "policies", "labelAssignments"}
+DOCUMENT_FIELDS = {"apiVersion", "kind", "policies", "labelAssignments", "expectations"}
 POLICY = "policy"
 ASSIGNMENT = "label_assignment"
+EXPECTATION = "expectation"
 
 
 @dataclass
@@ -96,6 +107,7 @@ def _sections() -> list[_Section]:
             label_assignment_content,
         ),
         _Section("policies", POLICY, Policy, clean_policy_for_api, policy_content),
+        _Section("expectations", EXPECTATION, Expectation, clean_expectation, expectation_content),
     ]
 
 
@@ -189,6 +201,13 @@ def _run(step: tuple, actor: Any) -> None:
             )
         else:
             policy_delete(actor=actor, policy=obj, force=True)
+    elif section.kind == EXPECTATION:
+        if op == "create":
+            expectation_create(actor=actor, data=content, note=note)
+        elif op == "update":
+            expectation_update(actor=actor, expectation=obj, data=content, note=note)
+        else:
+            expectation_delete(actor=actor, expectation=obj)
     elif op == "create":
         label_assignment_create(actor=actor, data=content, note=note)
     elif op == "update":
@@ -217,7 +236,9 @@ def policy_set_apply(
     plan = ApplyPlan()
     steps: list[tuple] = []
     for section in sections:
-        steps.extend(_plan_section(section, plan, prune))
+        # A document without an expectations list says nothing about them: never prune them.
+        prune_section = prune and (section.kind != EXPECTATION or "expectations" in document)
+        steps.extend(_plan_section(section, plan, prune_section))
     replace = {
         (obj.name if obj is not None else content["name"]): content
         for op, section, obj, content in steps
@@ -259,9 +280,11 @@ def export_document() -> dict:
         "filter_rules", "weight_rules"
     )
     assignments = LabelAssignment.objects.select_related("cluster")
+    expectations = Expectation.objects.select_related("cluster")
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "policies": [policy_content(p) for p in policies.order_by("name")],
         "labelAssignments": [label_assignment_content(a) for a in assignments.order_by("name")],
+        "expectations": [expectation_content(e) for e in expectations.order_by("name")],
     }

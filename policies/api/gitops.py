@@ -160,13 +160,28 @@ class PolicySetLabelAssignmentSerializer(LabelAssignmentSerializer):
     updated_by = None
 
 
+class PolicySetExpectationSerializer(serializers.Serializer):
+    """An expectation (docs/semantics.md, "Expectations")."""
+
+    name = serializers.SlugField(max_length=100)
+    description = serializers.CharField(required=False, allow_blank=True)
+    cluster = serializers.CharField(required=False, allow_null=True)
+    enabled = serializers.BooleanField(required=False, default=True)
+    kind = serializers.ChoiceField(choices=["can_land", "never_lands", "prefers"])
+    pod = serializers.DictField(help_text='{"namespace": ..., "labels": {...}}')
+    node_selector = serializers.DictField(
+        required=False, help_text='{"node_names": [glob, ...], "match_expressions": [...]}'
+    )
+
+
 class PolicySetSerializer(serializers.Serializer):
-    """Policies and label assignments, matched by name when applied."""
+    """Policies, label assignments and expectations, matched by name when applied."""
 
     apiVersion = serializers.ChoiceField(choices=[API_VERSION])
     kind = serializers.ChoiceField(choices=[KIND])
     policies = PolicySetPolicySerializer(many=True, required=False)
     labelAssignments = PolicySetLabelAssignmentSerializer(many=True, required=False)
+    expectations = PolicySetExpectationSerializer(many=True, required=False)
 
 
 class ApplyEntrySerializer(serializers.Serializer):

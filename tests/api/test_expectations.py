@@ -241,3 +241,58 @@ def test_deleting_a_cluster_is_not_blocked_by_its_own_expectations(cluster):
     cluster_delete(actor=None, cluster=cluster)
     assert not Policy.objects.filter(name="prod-only").exists()
     assert not Expectation.objects.exists()
+
+
+# --- in a PolicySet ---------------------------------------------------------------------------
+
+
+def test_a_policyset_carries_expectations_and_exports_them(editor, policy):
+    case = {
+        "name": "lands-on-a100",
+        "kind": "can_land",
+        "pod": {"namespace": "ml", "labels": {}},
+        "node_selector": A100_NODES,
+    }
+    document = {
+        "apiVersion": "portal/v1",
+        "kind": "PolicySet",
+        "policies": [policy_content(policy)],
+        "expectations": [case],
+    }
+    plan = editor.post("/api/v1/apply/", document, format="json").json()
+    assert {"kind": "expectation", "name": "lands-on-a100"} in plan["created"]
+    exported = editor.get("/api/v1/export/?format=json").json()
+    assert [e["name"] for e in exported["expectations"]] == ["lands-on-a100"]
+    again = editor.post("/api/v1/apply/", exported, format="json").json()
+    assert again["created"] == again["changed"] == again["deleted"] == []
+    # Now saved, it guards the next apply.
+    breaking = {**document, "policies": [narrowed(Policy.objects.get(name="gpu-only"))]}
+    assert editor.post("/api/v1/apply/", breaking, format="json").status_code == 409
+
+
+def test_prune_leaves_expectations_alone_unless_the_document_lists_them(editor, policy):
+    expectation("kept", "can_land", A100_NODES)
+    document = {
+        "apiVersion": "portal/v1",
+        "kind": "PolicySet",
+        "policies": [policy_content(policy)],
+    }
+    plan = editor.post("/api/v1/apply/?prune=true", document, format="json").json()
+    assert not any(e["kind"] == "expectation" for e in plan["deleted"])
+    assert Expectation.objects.filter(name="kept").exists()
+    listed = {**document, "expectations": []}
+    plan = editor.post("/api/v1/apply/?prune=true", listed, format="json").json()
+    assert {"kind": "expectation", "name": "kept"} in plan["deleted"]
+    assert not Expectation.objects.exists()
+
+
+def test_a_bad_expectation_in_a_policyset_is_named_and_nothing_is_written(editor, policy):
+    document = {
+        "apiVersion": "portal/v1",
+        "kind": "PolicySet",
+        "expectations": [{"name": "bad", "kind": "maybe", "pod": {"namespace": "ml"}}],
+    }
+    response = editor.post("/api/v1/apply/", document, format="json")
+    assert response.status_code == 400
+    assert "expectations[0].kind" in response.json()
+    assert not Expectation.objects.exists()

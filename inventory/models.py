@@ -61,6 +61,9 @@ class Cluster(models.Model):
     bind_enabled = models.BooleanField(
         default=False, help_text="Serve the extender's bind verb by creating Bindings."
     )
+    # Bumped by every change of the settings above (not by syncs): the API's ETag, and what a
+    # delete must name (If-Match), since a delete takes the cluster's policies with it.
+    version = models.PositiveIntegerField(default=1)
 
     # Sync status, written only by the sync and import services.
     sync_state = models.CharField(max_length=10, choices=SyncState.choices, default=SyncState.NEVER)

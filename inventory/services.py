@@ -114,8 +114,22 @@ def cluster_create(*, actor: Any, data: Mapping[str, Any]) -> Cluster:
 
 
 @transaction.atomic
-def cluster_update(*, actor: Any, cluster: Cluster, data: Mapping[str, Any]) -> Cluster:
+def _check_cluster_version(cluster: Cluster, expected: int | None) -> None:
+    from policies.services import VersionConflict
+
+    if expected is not None and expected != cluster.version:
+        raise VersionConflict(cluster.version, expected)
+
+
+def cluster_update(
+    *,
+    actor: Any,
+    cluster: Cluster,
+    data: Mapping[str, Any],
+    expected_version: int | None = None,
+) -> Cluster:
     locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+    _check_cluster_version(locked, expected_version)
     before = cluster_content(locked)
     merged = {**before, **data}
     content = clean_cluster(merged)
@@ -126,6 +140,7 @@ def cluster_update(*, actor: Any, cluster: Cluster, data: Mapping[str, Any]) -> 
     for f, value in content.items():
         setattr(locked, f, value)
     _claim_default(locked)
+    locked.version += 1
     locked.save()
     audit_record(
         actor=actor,
@@ -140,11 +155,12 @@ def cluster_update(*, actor: Any, cluster: Cluster, data: Mapping[str, Any]) -> 
 
 
 @transaction.atomic
-def cluster_delete(*, actor: Any, cluster: Cluster) -> None:
+def cluster_delete(*, actor: Any, cluster: Cluster, expected_version: int | None = None) -> None:
     """Delete a cluster with its inventory; its policies and label assignments go through
     their own delete services first, so each leaves its audit entry."""
     from policies.services import label_assignment_delete, policy_delete
 
+    _check_cluster_version(Cluster.objects.select_for_update().get(pk=cluster.pk), expected_version)
     before = cluster_content(cluster)
     for policy in cluster.policies.all():
         # Deleting the cluster was asked for; its expectations go with it.

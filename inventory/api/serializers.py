@@ -87,12 +87,19 @@ class ClusterSerializer(ContentSerializer):
     nodes_changed = serializers.IntegerField(read_only=True)
     nodes_removed = serializers.IntegerField(read_only=True)
     resource_version = serializers.CharField(read_only=True)
+    version = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="Current version of the settings (ETag). On update: the version your edit "
+        "is based on (stale: 409). A delete must name it (If-Match or this field).",
+    )
     node_count = serializers.IntegerField(read_only=True)
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
 
     clean = staticmethod(clean_cluster_for_api)
     content_of = staticmethod(cluster_content)
+    control_fields = ("version",)
 
     def defaults(self) -> dict:
         return {
@@ -119,6 +126,7 @@ class ClusterSerializer(ContentSerializer):
             "nodes_changed": instance.nodes_changed,
             "nodes_removed": instance.nodes_removed,
             "resource_version": instance.resource_version,
+            "version": instance.version,
             "node_count": _node_count(instance),
             "created_at": when(instance.created_at),
             "updated_at": when(instance.updated_at),

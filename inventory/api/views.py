@@ -32,6 +32,7 @@ from inventory.services import cluster_create, cluster_delete, cluster_update
 from policies.selectors import cluster_assignment_specs
 from policies.validation import ContentError
 from portal.api.base import NAME_LOOKUP_REGEX, ContentViewSet, ReadOnlyPortalViewSet
+from portal.api.errors import PreconditionRequired
 from portal.api.schema import DETAIL_SCHEMA
 
 logger = logging.getLogger(__name__)
@@ -44,15 +45,29 @@ class ClusterViewSet(ContentViewSet):
     serializer_class = ClusterSerializer
     filterset_class = ClusterFilterSet
     action_permissions = {"sync": ["inventory.view_cluster", "inventory.change_cluster"]}
+    versioned = True
 
     def create_object(self, content: dict) -> Cluster:
         return cluster_create(actor=self.request.user, data=content)
 
     def update_object(self, instance: Cluster, content: dict, expected_version: int | None) -> Any:
-        return cluster_update(actor=self.request.user, cluster=instance, data=content)
+        return cluster_update(
+            actor=self.request.user,
+            cluster=instance,
+            data=content,
+            expected_version=expected_version,
+        )
 
     def delete_object(self, instance: Cluster, expected_version: int | None) -> None:
-        cluster_delete(actor=self.request.user, cluster=instance)
+        if expected_version is None:
+            # A delete takes the cluster's inventory, policies and label assignments with it:
+            # the client must show it knows which cluster state it deletes.
+            raise PreconditionRequired(
+                f"Deleting cluster {instance.name!r} deletes its nodes, policies and label "
+                "assignments: send If-Match with its version (the ETag of GET "
+                f'/api/v1/clusters/{instance.name}/, now "{instance.version}").'
+            )
+        cluster_delete(actor=self.request.user, cluster=instance, expected_version=expected_version)
 
     @extend_schema(
         request=None,

@@ -46,6 +46,14 @@ class PreconditionFailed(exceptions.APIException):
         self.current_version = current_version
 
 
+class PreconditionRequired(exceptions.APIException):
+    """A write that must name the version it is based on did not (428)."""
+
+    status_code = status.HTTP_428_PRECONDITION_REQUIRED
+    default_detail = "Send If-Match with the current version (the ETag)."
+    default_code = "precondition_required"
+
+
 class StaleVersion(exceptions.APIException):
     """The body's ``version`` field is not the current version (409)."""
 

@@ -48,7 +48,7 @@ ROUTES = [
     Route("GET", "/api/v1/clusters/prod/", 200),
     Route("PUT", "/api/v1/clusters/prod/", 200, WRITE, {"name": "prod", "description": "x"}),
     Route("PATCH", "/api/v1/clusters/prod/", 200, WRITE, {"description": "x"}),
-    Route("DELETE", "/api/v1/clusters/kube/", 204, WRITE),
+    Route("DELETE", "/api/v1/clusters/kube/", 204, WRITE, {"version": 1}),
     Route("POST", "/api/v1/clusters/kube/sync/", 202, WRITE),
     Route("GET", "/api/v1/clusters/prod/scheduler-config/", 200),
     Route("GET", "/api/v1/clusters/prod/scheduler-config/?bundle=second-scheduler", 200),

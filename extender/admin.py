@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import Q, TextField
+from django.db.models.functions import Cast
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
@@ -45,6 +48,34 @@ class OutcomeFilter(admin.SimpleListFilter):
         return queryset
 
 
+class NodeFilter(admin.SimpleListFilter):
+    """``?node=<name>``: the calls that rejected, scored or would (dry-run) reject that node —
+    with a pod search, "why did pod X avoid node Y". Node pages link here."""
+
+    title = "node"
+    parameter_name = "node"
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, f"mentions {value}")] if value else []
+
+    def queryset(self, request: Any, queryset: Any) -> Any:
+        name = self.value()
+        if not name:
+            return queryset
+        # The JSON as text holds each node name quoted; a cast works on every database.
+        needle = json.dumps(name)
+        return queryset.annotate(
+            rejected_text=Cast("rejected", TextField()),
+            dry_run_text=Cast("dry_run_rejected", TextField()),
+            scores_text=Cast("top_scores", TextField()),
+        ).filter(
+            Q(rejected_text__contains=needle)
+            | Q(dry_run_text__contains=needle)
+            | Q(scores_text__contains=needle)
+        )
+
+
 @admin.register(Decision)
 class DecisionAdmin(admin.ModelAdmin):
     list_display = (
@@ -58,7 +89,7 @@ class DecisionAdmin(admin.ModelAdmin):
         "rejected_count",
         "duration",
     )
-    list_filter = ("cluster", "verb", "mode", OutcomeFilter)
+    list_filter = ("cluster", "verb", "mode", OutcomeFilter, NodeFilter)
     search_fields = ("pod_name", "pod_namespace", "pod_uid")
     date_hierarchy = "created_at"
     ordering = ("-created_at", "-id")

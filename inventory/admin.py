@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import shlex
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.db.models import Count, Q, QuerySet
 from django.db.models.fields.json import KeyTransform
 from django.forms import ModelForm
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from inventory.admin_extras import ClusterAdminExtras, NodeAdminExtras
@@ -218,6 +221,7 @@ class NodeAdmin(NodeAdminExtras):
                     "resource_version",
                     ("first_seen", "last_seen"),
                     "warnings_display",
+                    "decisions_link",
                 )
             },
         ),
@@ -237,7 +241,24 @@ class NodeAdmin(NodeAdminExtras):
         return False
 
     def get_readonly_fields(self, request: HttpRequest, obj: Node | None = None) -> list[str]:
-        return _merge(super().get_readonly_fields(request, obj), NODE_DETAIL_FIELDS)
+        return _merge(
+            super().get_readonly_fields(request, obj), (*NODE_DETAIL_FIELDS, "decisions_link")
+        )
+
+    @admin.display(description="decisions")
+    def decisions_link(self, obj: Node) -> SafeString:
+        """Why pods avoided (or chose) this node, and the explain page limited to it."""
+        decisions = reverse("admin:extender_decision_changelist")
+        explain = reverse("console-explain")
+        return format_html(
+            '<a href="{}?{}">Calls that rejected or scored {}</a> · '
+            '<a href="{}?{}">Explain a pod on this node</a>',
+            decisions,
+            urlencode({"node": obj.name, "cluster": obj.cluster.name}),
+            obj.name,
+            explain,
+            urlencode({"cluster": obj.cluster.name, "nodes": obj.name}),
+        )
 
     def get_fieldsets(self, request: HttpRequest, obj: Node | None = None) -> Any:
         fieldsets = list(super().get_fieldsets(request, obj))

@@ -55,7 +55,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
     """Inventory age, drift count, NodeList upload (static clusters) and "sync now"."""
 
     INVENTORY_FIELDS = ("inventory_age", "drift_summary", "inventory_tools")
-    actions = ["sync_now"]
+    actions = ["sync_now", "test_connection"]
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
@@ -114,7 +114,10 @@ class ClusterAdminExtras(admin.ModelAdmin):
         if obj.source == ClusterSource.STATIC:
             url = reverse("admin:inventory_cluster_import_nodes", args=[obj.pk])
             return format_html('<a class="button" href="{}">Upload a NodeList</a>', url)
-        return "Synced from the Kubernetes API; use the “Sync now” action on the cluster list."
+        return (
+            "Synced from the Kubernetes API; use the “Sync now” and “Test the connection” "
+            "actions on the cluster list."
+        )
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -135,6 +138,24 @@ class ClusterAdminExtras(admin.ModelAdmin):
                 f"{skipped} static clusters skipped: upload a NodeList instead.",
                 messages.WARNING,
             )
+
+    @admin.action(description="Test the connection (Kubernetes clusters)", permissions=["view"])
+    def test_connection(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
+        """List one node with each cluster's credentials, now, and say what happened."""
+        from inventory.kube import KubeError, check_connection
+
+        for cluster in queryset.order_by("name"):
+            if cluster.source != ClusterSource.KUBERNETES:
+                self.message_user(
+                    request, f"{cluster.name}: static, nothing to connect to.", messages.INFO
+                )
+                continue
+            try:
+                text = check_connection(cluster)
+            except KubeError as exc:
+                self.message_user(request, f"{cluster.name}: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"{cluster.name}: {text}", messages.SUCCESS)
 
     # -- upload view ---------------------------------------------------------------------------
 

@@ -121,3 +121,29 @@ def classify(exc: BaseException) -> KubeError:
     if isinstance(exc, ValueError):
         return TransientError(f"malformed answer from the API server: {_first_line(exc)}")
     return KubeError(f"{type(exc).__name__}: {_first_line(exc)}")
+
+
+def check_connection(cluster: Cluster) -> str:
+    """One small request with the cluster's credentials — list one node — as the sync would
+    make it. Returns what was reached; raises KubeError (safe message) when it fails."""
+    api = core_v1_for(cluster)
+    try:
+        response = api.list_node(limit=1, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+        body = json.loads(response.data or b"{}")
+    except Exception as exc:  # every client failure is classified into a safe message
+        raise classify(exc) from None
+    finally:
+        api.api_client.close()
+    metadata = body.get("metadata") if isinstance(body, dict) else None
+    metadata = metadata if isinstance(metadata, dict) else {}
+    items = body.get("items") if isinstance(body, dict) else None
+    remaining = metadata.get("remainingItemCount")
+    if isinstance(remaining, int) and isinstance(items, list):
+        count = f"{len(items) + remaining} nodes"
+    elif isinstance(items, list) and not items:
+        count = "no nodes"
+    else:
+        count = "nodes listed"
+    host = api.api_client.configuration.host
+    version = metadata.get("resourceVersion", "?")
+    return f"reached {host}: may list nodes ({count}, resourceVersion {version})"

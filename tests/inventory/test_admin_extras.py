@@ -137,3 +137,23 @@ def test_upload_refuses_kubernetes_clusters_and_viewers(
         viewer.get(reverse("admin:inventory_cluster_import_nodes", args=[lab.pk])).status_code
         == 403
     )
+
+
+def test_test_connection_reports_success_and_a_safe_error(
+    admin_client, kube, cluster, make_kube_cluster
+) -> None:
+    from tests.inventory.conftest import add_nodes
+    from tests.ui.helpers import run_action
+
+    add_nodes(kube, 3)
+    static = make_cluster("static-one")
+    page = run_action(admin_client, Cluster, "test_connection", [cluster, static])
+    html = page.content.decode()
+    # The admin capitalises messages.
+    assert "Prod: reached http" in html
+    assert "may list nodes (" in html
+    assert "Static-one: static, nothing to connect to." in html
+    kube.forbidden = True
+    html = run_action(admin_client, Cluster, "test_connection", [cluster]).content.decode()
+    assert "Prod: access denied by the API server (403 Forbidden)" in html
+    assert kube.token not in html

@@ -5,13 +5,14 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from console import dashboard, explain
+from console import dashboard, dryrun, explain
 from console.charts import bar_chart
 from inventory.models import Cluster
+from policies.models import Policy
 from policies.validation import ContentError
 
 EXPLAIN_FIELDS = ("cluster", "namespace", "name", "labels", "manifest", "nodes")
@@ -80,3 +81,18 @@ def save_expectation_url(request: HttpRequest, query: dict, result: dict) -> str
     if cluster is not None:
         prefill["cluster"] = str(cluster)
     return f"{reverse('admin:policies_expectation_add')}?{urlencode(prefill)}"
+
+
+def dry_run_view(request: HttpRequest, name: str) -> HttpResponse:
+    """What the dry-run policy ``name`` would have rejected, from the decision log."""
+    policy = Policy.objects.filter(name=name).first()
+    if policy is None:
+        raise Http404(f"No policy named {name!r}.")
+    context = {
+        **admin.site.each_context(request),
+        "title": f"Dry-run report: {name}",
+        "subtitle": None,
+        "policy": policy,
+        "report": dryrun.dry_run_report(name),
+    }
+    return TemplateResponse(request, "console/dry_run.html", context)

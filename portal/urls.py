@@ -7,7 +7,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from console.views import dashboard_view, explain_view
+from console.views import dashboard_view, dry_run_view, explain_view
 
 # Swagger UI (the split view: its start-up script is a separate, same-origin file) carries one
 # fixed <style> block; the CSP allows exactly that block, by hash, on this page only.
@@ -21,6 +21,11 @@ urlpatterns = [
     # The console's dashboard is the admin's landing page; the app list follows it.
     path("admin/", admin.site.admin_view(dashboard_view), name="console-dashboard"),
     path("admin/explain/", admin.site.admin_view(explain_view), name="console-explain"),
+    path(
+        "admin/dry-run/<slug:name>/",
+        admin.site.admin_view(dry_run_view),
+        name="console-dry-run",
+    ),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

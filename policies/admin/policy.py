@@ -131,6 +131,7 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
                     "description",
                     "cluster",
                     ("enabled", "mode"),
+                    "dry_run_link",
                     "expected_version",
                 )
             },
@@ -154,7 +155,21 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
         )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Policy | None = None) -> list[str]:
-        return [*super().get_readonly_fields(request, obj), *HISTORY_FIELDS, "versions_link"]
+        return [
+            *super().get_readonly_fields(request, obj),
+            *HISTORY_FIELDS,
+            "versions_link",
+            "dry_run_link",
+        ]
+
+    @admin.display(description="dry-run report")
+    def dry_run_link(self, obj: Policy) -> SafeString | str:
+        if obj.pk is None:
+            return "Saved in dry-run, a policy decides nothing and records what it would reject."
+        url = reverse("console-dry-run", args=[obj.name])
+        return format_html(
+            '<a href="{}">What {} would have rejected (last hour, 24 h)</a>', url, obj.name
+        )
 
     def get_fieldsets(self, request: HttpRequest, obj: Policy | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)

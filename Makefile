@@ -10,13 +10,14 @@ DEV_STAMP := $(VENV)/.installed-requirements-dev
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint bench lock migrate seed clean
+.PHONY: help run test lint bench lock migrate seed clean screenshots
 
 help:
 	@echo "make run      start the portal (web, worker, beat) on embedded defaults"
 	@echo "make test     run the test suite (PYTEST_ARGS='-k name -x' to narrow it)"
 	@echo "make lint     ruff check, ruff format --check (migrations excluded), import contracts"
 	@echo "make bench    run the benchmarks in bench/"
+	@echo "make screenshots  regenerate docs/images (the README's pictures) with Chromium"
 	@echo "make lock     recompile requirements.txt / requirements-dev.txt (hashed) from the .in files"
 	@echo "make migrate  apply database migrations"
 	@echo "make seed     create the demo cluster, nodes, label assignments and policies"
@@ -50,6 +51,9 @@ bench: $(DEV_STAMP)
 	@for f in bench/extender.py bench/sync.py bench/faults.py bench/preview.py; do \
 		if [ -f $$f ]; then echo "== $$f"; $(PY) $$f || exit 1; fi; \
 	done
+
+screenshots: $(DEV_STAMP)
+	$(PY) docs/screenshots.py
 
 LOCK_OPTIONS := --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links
 

@@ -25,7 +25,7 @@ EXPECTATIONS = (
     """
 from policies.expectations import expectation_create
 from django.contrib.auth.models import User
-User.objects.create_superuser("admin", password=%r)
+User.objects.create_superuser("admin", password=PASSWORD)
 gpu = {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["A100-SXM4-40GB"]}
 arm = {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
 od = {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]}

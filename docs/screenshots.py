@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "docs" / "images"
 PASSWORD = "screenshots-password"
 
-EXPECTATIONS = (
-    """
+# Run by `manage.py shell -c`: an admin to log in with, and three expectations.
+SETUP = """
 from policies.expectations import expectation_create
 from django.contrib.auth.models import User
 User.objects.create_superuser("admin", password=PASSWORD)
@@ -37,8 +37,6 @@ for name, kind, expr, ns in [
     expectation_create(actor=None, data={"name": name, "kind": kind, "cluster": "demo",
         "pod": {"namespace": ns}, "node_selector": {"match_expressions": [expr]}})
 """
-    % PASSWORD
-)
 
 
 def free_port() -> int:
@@ -63,7 +61,11 @@ def main() -> int:
         }
         env.pop("REDIS_URL", None)
         manage = [sys.executable, str(ROOT / "manage.py")]
-        for args in (["migrate", "-v0"], ["seed_demo"], ["shell", "-c", EXPECTATIONS]):
+        for args in (
+            ["migrate", "-v0"],
+            ["seed_demo"],
+            ["shell", "-c", f"PASSWORD = {PASSWORD!r}\n{SETUP}"],
+        ):
             subprocess.run([*manage, *args], env=env, check=True, stdout=subprocess.DEVNULL)
         port = free_port()
         server = subprocess.Popen(

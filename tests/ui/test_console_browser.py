@@ -81,3 +81,36 @@ def test_no_page_violates_the_content_security_policy(browser, live_server) -> N
     page.goto(f"{live_server.url}/api/docs/")
     page.wait_for_selector(".swagger-ui", timeout=15000)
     assert violations == [], "\n".join(violations)
+
+
+def test_decisions_are_found_by_node_and_pages_are_accessible(browser, live_server) -> None:
+    from extender.models import Decision
+    from tests.extender.test_decisions_retention import decision
+    from tests.ui.test_editor_browser import serious_violations
+
+    demo_seed()
+    decision(
+        0,
+        cluster="demo",
+        pod_name="trainer-7",
+        rejected=[["demo-general-1a-01", "ml-on-gpu/no A100"]],
+    )
+    decision(0, cluster="demo", pod_name="web-1", rejected=[["demo-arm64-1a-01", "x/y"]])
+    User.objects.create_superuser("admin-user", password=PASSWORD)
+    page = log_in(browser, live_server, "admin-user")
+    page.goto(f"{live_server.url}/admin/inventory/node/")
+    page.fill("#searchbar", "demo-general-1a-01")
+    page.press("#searchbar", "Enter")
+    page.click("text=demo-general-1a-01")
+    page.click("text=Calls that rejected or scored demo-general-1a-01")
+    rows = page.locator("#result_list tbody tr")
+    assert rows.count() == 1
+    assert "ml/trainer-7" in rows.first.inner_text()
+    page.click("#result_list tbody tr a")
+    page.wait_for_selector(".decision-table")
+    assert "ml-on-gpu/no A100" in page.locator(".decision-table").first.inner_text()
+    found = serious_violations(page)
+    page.goto(f"{live_server.url}/admin/extender/decision/")
+    found += serious_violations(page)
+    assert found == [], "\n".join(found)
+    assert Decision.objects.count() == 2

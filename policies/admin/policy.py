@@ -32,6 +32,7 @@ from policies.admin.draft import (
     draft_report,
     editor_hints,
 )
+from policies.admin.yaml_editor import yaml_view
 from policies.expectations import broken_by
 from policies.forms import FilterRuleForm, PolicyForm, RuleInlineFormSet, WeightRuleForm
 from policies.models import FilterRule, Policy, PolicyMode, PolicyVersion, WeightRule
@@ -224,9 +225,20 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
                 "preview/",
                 self.admin_site.admin_view(self.preview_view),
                 name="policies_policy_preview",
-            )
+            ),
+            path(
+                "<path:object_id>/yaml/",
+                self.admin_site.admin_view(
+                    lambda request, object_id: yaml_view(self, request, object_id)
+                ),
+                name="policies_policy_yaml",
+            ),
         ]
         return urls + super().get_urls()
+
+    def yaml_edit_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The policy as its PolicySet entry, editable (policies/admin/yaml_editor.py)."""
+        return yaml_view(self, request, object_id)
 
     def preview_view(self, request: HttpRequest) -> HttpResponse:
         """The impact preview of the posted form, as the fragment the editor shows."""

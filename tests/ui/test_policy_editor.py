@@ -229,3 +229,74 @@ def test_a_deleted_policy_is_restored_from_its_versions_after_a_confirmation(
     done = run_action(admin_client, PolicyVersion, "restore_policy", [version], confirm=True)
     assert "Restored gpu-only from version 1 as version 2." in done.content.decode()
     assert Policy.objects.get(name="gpu-only").version == 2
+
+
+# --- the YAML toggle -------------------------------------------------------------------------
+
+
+def yaml_url(policy: Policy) -> str:
+    return reverse("admin:policies_policy_yaml", args=[policy.pk])
+
+
+def test_yaml_shows_the_policyset_entry_and_saves_through_the_services(
+    admin_client: Client, policy: Policy, nodes: None
+) -> None:
+    import yaml
+
+    page = admin_client.get(change_url(policy)).content.decode()
+    assert yaml_url(policy) in page
+    document = admin_client.get(yaml_url(policy)).context["document"]
+    content = yaml.safe_load(document)
+    assert content["filter_rules"][0]["values"] == ["A100"]
+    content["description"] = "edited as YAML"
+    content["pod_selector"] = {"namespaces": ["ml"], "matchLabels": {"team": "vision"}}
+    response = admin_client.post(
+        yaml_url(policy),
+        {"document": yaml.safe_dump(content), "change_note": "yaml!", "expected_version": "1"},
+    )
+    assert response.status_code == 302
+    policy.refresh_from_db()
+    assert (policy.version, policy.description) == (2, "edited as YAML")
+    assert policy.pod_selector["match_labels"] == {"team": "vision"}
+    assert PolicyVersion.objects.get(policy=policy, version=2).note == "yaml!"
+
+
+def test_yaml_with_a_typo_is_held_until_confirmed(
+    admin_client: Client, policy: Policy, nodes: None
+) -> None:
+    import yaml
+
+    content = yaml.safe_load(admin_client.get(yaml_url(policy)).context["document"])
+    content["filter_rules"][0]["key"] = "nvidia.com/gpu.prodcut"
+    data = {"document": yaml.safe_dump(content), "expected_version": "1"}
+    held = admin_client.post(yaml_url(policy), data)
+    assert held.status_code == 200
+    assert "did you mean nvidia.com/gpu.product?" in held.content.decode()
+    assert Policy.objects.get(pk=policy.pk).version == 1
+    saved = admin_client.post(yaml_url(policy), {**data, "confirm_warnings": "1"})
+    assert saved.status_code == 302
+    assert Policy.objects.get(pk=policy.pk).version == 2
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        ("a: [", "Not valid YAML"),
+        ("base: &b {x: 1}\nother: *b\n", "Not valid YAML"),
+        ("name: gpu-only\nfilter_rules: 3\n", "filter_rules"),
+    ],
+    ids=["broken", "alias", "invalid"],
+)
+def test_bad_yaml_is_named_and_nothing_is_written(
+    admin_client: Client, policy: Policy, document: str, message: str
+) -> None:
+    response = admin_client.post(yaml_url(policy), {"document": document, "expected_version": "1"})
+    assert response.status_code == 200
+    assert any(message in e for e in response.context["errors"])
+    assert Policy.objects.get(pk=policy.pk).version == 1
+
+
+def test_a_viewer_reads_the_yaml_but_cannot_save(viewer_client: Client, policy: Policy) -> None:
+    assert viewer_client.get(yaml_url(policy)).status_code == 200
+    response = viewer_client.post(yaml_url(policy), {"document": "name: x"})
+    assert response.status_code == 403

@@ -48,7 +48,7 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/lint-imports
 
 bench: $(DEV_STAMP)
-	@for f in bench/extender.py bench/sync.py bench/faults.py bench/preview.py; do \
+	@for f in bench/extender.py bench/sync.py bench/faults.py bench/preview.py bench/pages.py; do \
 		if [ -f $$f ]; then echo "== $$f"; $(PY) $$f || exit 1; fi; \
 	done
 

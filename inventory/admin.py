@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.db.models import Count, Q, QuerySet
-from django.db.models.fields.json import KeyTransform
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.forms import ModelForm
 from django.http import HttpRequest
 from django.urls import reverse
@@ -187,6 +187,36 @@ NODE_DETAIL_FIELDS = (
 )
 
 
+MAX_FILTER_VALUES = 30
+
+
+def label_filter(title: str, key: str) -> type[admin.SimpleListFilter]:
+    """A list filter on one well-known label's value (the most common values first)."""
+
+    class LabelValueFilter(admin.SimpleListFilter):
+        parameter_name = "label_" + key.replace("/", "_").replace(".", "_").replace("-", "_")
+
+        def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+            rows = (
+                Node.objects.annotate(value=KeyTextTransform(key, "labels"))
+                .exclude(value=None)
+                .values("value")
+                .annotate(count=Count("id"))
+                .order_by("-count", "value")[:MAX_FILTER_VALUES]
+            )
+            return [(row["value"], f"{row['value']} ({row['count']})") for row in rows]
+
+        def queryset(self, request: HttpRequest, queryset: QuerySet[Node]) -> QuerySet[Node]:
+            if self.value() is None:
+                return queryset
+            return queryset.alias(label_value=KeyTextTransform(key, "labels")).filter(
+                label_value=self.value()
+            )
+
+    LabelValueFilter.title = title
+    return LabelValueFilter
+
+
 @admin.register(Node)
 class NodeAdmin(NodeAdminExtras):
     list_display = (
@@ -202,7 +232,15 @@ class NodeAdmin(NodeAdminExtras):
         "warning_count",
         "last_seen_age",
     )
-    list_filter = ("cluster", "ready", "unschedulable")
+    list_filter = (
+        "cluster",
+        "ready",
+        "unschedulable",
+        label_filter("zone", "topology.kubernetes.io/zone"),
+        label_filter("instance type", "node.kubernetes.io/instance-type"),
+        label_filter("capacity type", "karpenter.sh/capacity-type"),
+        label_filter("GPU product", "nvidia.com/gpu.product"),
+    )
     list_select_related = ("cluster",)
     search_fields = ("name",)
     search_help_text = (
@@ -331,7 +369,20 @@ class NodeAdmin(NodeAdminExtras):
 
     @admin.display(description="labels")
     def labels_table(self, obj: Node) -> SafeString | str:
-        return html_table(["key", "value"], sorted(obj.labels.items()))
+        """Each key links to the nodes with that label, each value to those with that value."""
+        listing = reverse("admin:inventory_node_changelist")
+        rows = [
+            (
+                format_html('<a href="{}?{}">{}</a>', listing, urlencode({"q": key}), key),
+                format_html(
+                    '<a href="{}?{}">{}</a>', listing, urlencode({"q": f"{key}={value}"}), value
+                )
+                if value
+                else "",
+            )
+            for key, value in sorted(obj.labels.items())
+        ]
+        return html_table(["key (nodes with it)", "value (nodes with it)"], rows)
 
     @admin.display(description="taints")
     def taints_table(self, obj: Node) -> SafeString | str:

@@ -168,7 +168,9 @@ def test_node_detail_shows_escaped_tables(admin_client: Client, cluster: Cluster
     )
     node = Node.objects.get(name="odd")
     html = admin_client.get(change_url(node)).content.decode()
-    assert "<td>example.com/x</td><td>&lt;b&gt;bold&lt;/b&gt;</td>" in html
+    # Keys and values are links to the nodes that carry them, and still escaped.
+    assert ">example.com/x</a></td>" in html
+    assert ">&lt;b&gt;bold&lt;/b&gt;</a></td>" in html
     assert "<b>bold</b>" not in html
     assert "<td>dedicated</td><td>gpu</td><td>NoSchedule</td>" in html
     assert "<td>Ready</td><td>True</td><td>KubeletReady</td>" in html

@@ -33,3 +33,22 @@ def test_a_node_page_links_to_its_decisions_and_to_explain(admin_client: Client,
     page = admin_client.get(change_url(node)).content.decode()
     assert f"{LIST}?node=node-a&amp;cluster=prod" in page
     assert "/admin/explain/?cluster=prod&amp;nodes=node-a" in page
+
+
+def test_node_filters_by_well_known_labels_and_label_chips_link_to_the_nodes(
+    admin_client: Client, nodes
+) -> None:
+    from inventory.models import Node
+
+    listing = "/admin/inventory/node/"
+    page = admin_client.get(listing).content.decode()
+    assert "zone-a (1)" in page
+    assert "A100 (1)" in page
+    by_zone = admin_client.get(f"{listing}?label_topology_kubernetes_io_zone=zone-b")
+    names = [n.name for n in by_zone.context["cl"].result_list]
+    assert names == ["node-b"]
+    node = Node.objects.get(name="node-a")
+    detail = admin_client.get(change_url(node)).content.decode()
+    assert f'{listing}?q=nvidia.com%2Fgpu.product%3DA100">A100</a>' in detail
+    chip = admin_client.get(f"{listing}?q=nvidia.com/gpu.product%3DA100")
+    assert [n.name for n in chip.context["cl"].result_list] == ["node-a"]

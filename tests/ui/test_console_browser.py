@@ -114,3 +114,39 @@ def test_decisions_are_found_by_node_and_pages_are_accessible(browser, live_serv
     found += serious_violations(page)
     assert found == [], "\n".join(found)
     assert Decision.objects.count() == 2
+
+
+def test_explain_in_the_browser_agrees_with_simulate_and_reports_dry_runs(
+    browser, live_server
+) -> None:
+    import re
+
+    from rest_framework.test import APIClient
+
+    from extender.models import Decision
+    from tests.extender.test_decisions_retention import decision
+
+    demo_seed()
+    admin_user = User.objects.create_superuser("admin-user", password=PASSWORD)
+    page = log_in(browser, live_server, "admin-user")
+    page.goto(f"{live_server.url}/admin/explain/")
+    page.select_option("#id_cluster", "demo")
+    page.fill("#id_namespace", "ml")
+    page.click("input[type=submit][value=Explain]")
+    summary = page.locator("#explain-summary").inner_text()
+    passed, total = map(int, re.match(r"(\d+) of (\d+) nodes pass", summary).groups())
+    api = APIClient()
+    api.force_authenticate(admin_user)
+    pod = {"metadata": {"name": "explained-pod", "namespace": "ml"}}
+    result = api.post("/api/v1/simulate/", {"cluster": "demo", "pod": pod}, format="json").json()
+    assert (passed, total) == (result["summary"]["passed"], result["summary"]["nodes"])
+
+    # "What would this dry-run policy do": its report, reached from the policy page.
+    reason = "no-small-nodes/under 16Gi"
+    decision(0, cluster="demo", dry_run_rejected=[["demo-general-1a-01", reason]])
+    policy = "no-small-nodes"
+    page.goto(f"{live_server.url}/admin/policies/policy/?q={policy}")
+    page.click(f"#result_list a:text-is('{policy}')")
+    page.click("text=would have rejected")
+    assert reason in page.locator(".console-table").inner_text()
+    assert Decision.objects.count() == 1

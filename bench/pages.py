@@ -127,8 +127,10 @@ def main() -> int:
 
         from policies.models import Policy
 
-        client = Client()
-        client.login(username="bench", password="bench-password")
+        from django.contrib.auth.models import User
+
+        client = Client(HTTP_HOST="localhost")
+        client.force_login(User.objects.get(username="bench"))
         policy = Policy.objects.get(name="policy-001")
         pages = {
             "dashboard": "/admin/",

@@ -123,11 +123,10 @@ def main() -> int:
         started = time.perf_counter()
         data = seed()
         seeded = time.perf_counter() - started
+        from django.contrib.auth.models import User
         from django.test import Client
 
         from policies.models import Policy
-
-        from django.contrib.auth.models import User
 
         client = Client(HTTP_HOST="localhost")
         client.force_login(User.objects.get(username="bench"))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import admin
 from django.db.models import Q, TextField
 from django.db.models.functions import Cast
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from extender.models import Decision
@@ -117,6 +120,8 @@ class DecisionAdmin(admin.ModelAdmin):
             "Why",
             {
                 "fields": (
+                    "explain_link",
+                    "reasons_table",
                     "rejected_table",
                     "dry_run_table",
                     "scores_table",
@@ -133,6 +138,29 @@ class DecisionAdmin(admin.ModelAdmin):
     @admin.display(description="duration", ordering="duration_ms")
     def duration(self, obj: Decision) -> str:
         return f"{obj.duration_ms:.3f} ms"
+
+    @admin.display(description="explain again now")
+    def explain_link(self, obj: Decision) -> str:
+        """The same pod (namespace and name; the log keeps no labels) through the current
+        policies, on the explain page."""
+        query = urlencode(
+            {"cluster": obj.cluster, "namespace": obj.pod_namespace, "name": obj.pod_name}
+        )
+        return format_html(
+            '<a class="button" href="{}?{}">Explain this pod again now</a> '
+            "(its labels are not in the log: add them on the page)",
+            reverse("console-explain"),
+            query,
+        )
+
+    @admin.display(description="rejections by reason")
+    def reasons_table(self, obj: Decision) -> str:
+        """As kube-scheduler summarises them: how many recorded nodes each reason rejected."""
+        counts = Counter(
+            str(pair[1]) for pair in obj.rejected or () if isinstance(pair, list) and len(pair) == 2
+        )
+        rows = [[count, reason] for reason, count in counts.most_common()]
+        return _table(("nodes", "reason"), rows, "none")
 
     @admin.display(description="rejected nodes")
     def rejected_table(self, obj: Decision) -> str:
@@ -159,6 +187,8 @@ class DecisionAdmin(admin.ModelAdmin):
         return [
             *(f.name for f in self.model._meta.fields),
             "duration",
+            "explain_link",
+            "reasons_table",
             "rejected_table",
             "dry_run_table",
             "scores_table",

@@ -52,3 +52,15 @@ def test_node_filters_by_well_known_labels_and_label_chips_link_to_the_nodes(
     assert f'{listing}?q=nvidia.com%2Fgpu.product%3DA100">A100</a>' in detail
     chip = admin_client.get(f"{listing}?q=nvidia.com/gpu.product%3DA100")
     assert [n.name for n in chip.context["cl"].result_list] == ["node-a"]
+
+
+def test_a_decision_page_groups_reasons_and_explains_again(admin_client: Client) -> None:
+    made = decision(
+        0,
+        pod_name="trainer-3",
+        rejected=[["n1", "gpu-only/no A100"], ["n2", "gpu-only/no A100"], ["n3", "zone/a"]],
+    )
+    page = admin_client.get(f"{LIST}{made.pk}/change/").content.decode()
+    assert "<tr><td>2</td><td>gpu-only/no A100</td></tr>" in page
+    assert "<tr><td>1</td><td>zone/a</td></tr>" in page
+    assert "/admin/explain/?cluster=c1&amp;namespace=ml&amp;name=trainer-3" in page

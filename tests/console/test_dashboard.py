@@ -152,3 +152,11 @@ def test_a_failing_expectation_is_a_problem_and_counted(admin_client: Client) ->
     assert "Expectation ml-on-general fails in demo" in html
     assert "Expectation ml-on-a100" not in html
     assert "<strong>1</strong> failing" in html
+
+
+def test_every_admin_page_names_the_portals_favicon(admin_client: Client) -> None:
+    from django.contrib.staticfiles import finders
+
+    html = admin_client.get("/admin/").content.decode()
+    assert 'rel="icon" type="image/svg+xml"' in html
+    assert finders.find("portal/favicon.svg")

@@ -166,7 +166,7 @@ def cluster_delete(*, actor: Any, cluster: Cluster, expected_version: int | None
         # Deleting the cluster was asked for; its expectations go with it.
         policy_delete(actor=actor, policy=policy, force=True)
     for assignment in cluster.label_assignments.all():
-        label_assignment_delete(actor=actor, assignment=assignment)
+        label_assignment_delete(actor=actor, assignment=assignment, force=True)
     cluster.delete()
     audit_record(
         actor=actor,

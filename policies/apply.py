@@ -184,7 +184,7 @@ def _plan_section(section: _Section, plan: ApplyPlan, prune: bool) -> list[tuple
     return steps
 
 
-def _run(step: tuple, actor: Any) -> None:
+def _run(step: tuple, actor: Any, force: bool) -> None:
     op, section, obj, content = step
     note = "applied from a PolicySet"
     if section.kind == POLICY:
@@ -208,14 +208,21 @@ def _run(step: tuple, actor: Any) -> None:
             expectation_update(actor=actor, expectation=obj, data=content, note=note)
         else:
             expectation_delete(actor=actor, expectation=obj)
+    # Label assignments are checked one by one, each against what the apply wrote before it
+    # (same transaction): one that breaks an expectation aborts the whole apply (409).
     elif op == "create":
-        label_assignment_create(actor=actor, data=content, note=note)
+        label_assignment_create(actor=actor, data=content, note=note, force=force)
     elif op == "update":
         label_assignment_update(
-            actor=actor, assignment=obj, data=content, note=note, action=AuditAction.APPLY
+            actor=actor,
+            assignment=obj,
+            data=content,
+            note=note,
+            action=AuditAction.APPLY,
+            force=force,
         )
     else:
-        label_assignment_delete(actor=actor, assignment=obj)
+        label_assignment_delete(actor=actor, assignment=obj, force=force)
 
 
 @transaction.atomic
@@ -252,7 +259,7 @@ def policy_set_apply(
             guard_policy_change(replace, force=force)
         # Deletions first, so a document may drop one object and add another freely.
         for step in sorted(steps, key=lambda s: s[0] != "delete"):
-            _run(step, actor)
+            _run(step, actor, force)
     return plan.as_dict(dry_run=dry_run)
 
 

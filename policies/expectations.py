@@ -215,3 +215,34 @@ def current_outcomes() -> list[dict[str, Any]]:
     if not specs:
         return []
     return [asdict(o) for o in outcomes(current_snapshot(), specs)]
+
+
+def broken_by_assignment(name: str, content: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The expectations that pass now and would fail once the label assignment ``name`` has
+    ``content`` (None: removed). Assignments change effective labels, so the snapshot is
+    rebuilt from one read of its sources with the assignment replaced."""
+    specs = enabled_specs()
+    if not specs:
+        return []
+    from policies.compile import read_sources
+    from policies.engine.sources import snapshot_from_sources
+
+    document = read_sources()
+    before = snapshot_from_sources(document)
+    assignments = [[scope, c] for scope, c in document["assignments"] if c["name"] != name]
+    if content is not None and content.get("enabled", True):
+        assignments.append([content.get("cluster"), content])
+    after = snapshot_from_sources({**document, "assignments": assignments})
+    passing = {(o.name, o.cluster) for o in outcomes(before, specs) if o.ok}
+    return [
+        asdict(o) for o in outcomes(after, specs) if not o.ok and (o.name, o.cluster) in passing
+    ]
+
+
+def guard_assignment_change(name: str, content: dict[str, Any] | None, *, force: bool) -> None:
+    """Raise ExpectationsBroken when the assignment change breaks a passing expectation."""
+    if force:
+        return
+    broken = broken_by_assignment(name, content)
+    if broken:
+        raise ExpectationsBroken(broken)

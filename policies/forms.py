@@ -13,6 +13,7 @@ from typing import Any
 from django import forms
 
 from inventory.forms import add_content_errors
+from policies.expectations import broken_by_assignment
 from policies.formfields import ListTextField, MapTextField, RequirementsTextField
 from policies.models import FilterRule, LabelAssignment, Policy, WeightRule
 from policies.validation import (
@@ -303,6 +304,13 @@ class LabelAssignmentForm(VersionedForm):
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": "example.com/pool=gpu"}),
     )
 
+    confirm_expectations = forms.BooleanField(
+        required=False,
+        label="Save even if it breaks expectations",
+        help_text="Changed labels change which nodes pods may land on: a change that makes a "
+        "passing expectation fail is refused unless this is ticked.",
+    )
+
     class Meta:
         model = LabelAssignment
         fields = ("name", "cluster", "description", "enabled", "priority", "labels")
@@ -319,6 +327,15 @@ class LabelAssignmentForm(VersionedForm):
             self.content = clean_label_assignment(self.service_data(cleaned))
         except ContentError as exc:
             add_content_errors(self, move_paths(exc, NODE_SELECTOR_MOVES))
+            return cleaned
+        if not self.errors and not cleaned.get("confirm_expectations"):
+            name = self.instance.name if self.instance.pk else self.content["name"]
+            for broken in broken_by_assignment(name, self.content):
+                self.add_error(
+                    None,
+                    f"Breaks expectation {broken['name']} in {broken['cluster']}: "
+                    f"{broken['message']}. Tick “Save even if it breaks expectations” to save.",
+                )
         return cleaned
 
     @staticmethod

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import transaction
 
 from inventory.models import Cluster
-from policies.expectations import guard_policy_change
+from policies.expectations import guard_assignment_change, guard_policy_change
 from policies.models import (
     FilterRule,
     LabelAssignment,
@@ -425,12 +425,15 @@ def _assignment_fields(content: dict) -> dict:
 
 
 @transaction.atomic
-def label_assignment_create(*, actor: Any, data: Any, note: str = "") -> LabelAssignment:
+def label_assignment_create(
+    *, actor: Any, data: Any, note: str = "", force: bool = False
+) -> LabelAssignment:
     content = clean_label_assignment(data)
     if LabelAssignment.objects.filter(name=content["name"]).exists():
         raise ObjectExists(
             {"name": [f"A label assignment named {content['name']!r} already exists."]}
         )
+    guard_assignment_change(content["name"], content, force=force)
     assignment = LabelAssignment.objects.create(
         **_assignment_fields(content), created_by=_user(actor), updated_by=_user(actor)
     )
@@ -456,7 +459,10 @@ def label_assignment_update(
     expected_version: int | None = None,
     note: str = "",
     action: str = AuditAction.UPDATE,
+    force: bool = False,
 ) -> LabelAssignment:
+    """Replace an assignment's content; a change that breaks a passing expectation raises
+    ``ExpectationsBroken`` unless ``force``."""
     locked = LabelAssignment.objects.select_for_update().get(pk=assignment.pk)
     _check_version(locked.version, expected_version)
     before = label_assignment_content(locked)
@@ -470,6 +476,7 @@ def label_assignment_update(
         )
     if content == before:
         return locked
+    guard_assignment_change(locked.name, content, force=force)
     for field, value in _assignment_fields(content).items():
         setattr(locked, field, value)
     locked.version += 1
@@ -509,6 +516,7 @@ def label_assignment_rollback(
     assignment: LabelAssignment,
     version: int,
     expected_version: int | None = None,
+    force: bool = False,
 ) -> LabelAssignment:
     """A new version whose content equals the stored ``version`` (name kept)."""
     old = LabelAssignmentVersion.objects.filter(assignment=assignment, version=version).first()
@@ -536,11 +544,12 @@ def label_assignment_rollback(
         action=AuditAction.ROLLBACK,
         note=f"rollback to version {version}",
         expected_version=expected_version,
+        force=force,
     )
 
 
 def label_assignment_set_enabled(
-    *, actor: Any, assignment: LabelAssignment, enabled: bool
+    *, actor: Any, assignment: LabelAssignment, enabled: bool, force: bool = False
 ) -> LabelAssignment:
     content = label_assignment_content(assignment)
     content["enabled"] = enabled
@@ -551,15 +560,21 @@ def label_assignment_set_enabled(
         data=content,
         action=action,
         note="enabled" if enabled else "disabled",
+        force=force,
     )
 
 
 @transaction.atomic
 def label_assignment_delete(
-    *, actor: Any, assignment: LabelAssignment, expected_version: int | None = None
+    *,
+    actor: Any,
+    assignment: LabelAssignment,
+    expected_version: int | None = None,
+    force: bool = False,
 ) -> None:
     locked = LabelAssignment.objects.select_for_update().get(pk=assignment.pk)
     _check_version(locked.version, expected_version)
+    guard_assignment_change(locked.name, None, force=force)
     before = label_assignment_content(locked)
     locked.delete()
     audit_record(

@@ -16,6 +16,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
+from policies.engine.expectations import ExpectationsBroken
 from policies.forms import LabelAssignmentForm
 from policies.models import LabelAssignment
 from policies.preview import preview_label_assignment
@@ -74,7 +75,7 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
             },
         ),
         ("Nodes it labels", {"fields": ("node_names", "node_expressions", "labels")}),
-        ("Change note", {"fields": ("change_note",)}),
+        ("Change note", {"fields": ("change_note", "confirm_expectations")}),
         ("History", {"fields": (*HISTORY_FIELDS, "versions_link"), "classes": ("collapse",)}),
     )
 
@@ -139,6 +140,7 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
     ) -> None:
         data = LabelAssignmentForm.service_data(form.cleaned_data)
         note = form.cleaned_data.get("change_note") or ""
+        force = bool(form.cleaned_data.get("confirm_expectations"))
         if change:
             saved = label_assignment_update(
                 actor=request.user,
@@ -146,27 +148,34 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
                 data=data,
                 expected_version=form.cleaned_data.get("expected_version"),
                 note=note,
+                force=force,
             )
         else:
-            saved = label_assignment_create(actor=request.user, data=data, note=note)
+            saved = label_assignment_create(actor=request.user, data=data, note=note, force=force)
         obj.pk = saved.pk
         obj.version = saved.version
 
     def delete_model(self, request: HttpRequest, obj: LabelAssignment) -> None:
-        label_assignment_delete(actor=request.user, assignment=obj)
+        label_assignment_delete(actor=request.user, assignment=obj, force=True)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[LabelAssignment]) -> None:
         for assignment in queryset:
-            label_assignment_delete(actor=request.user, assignment=assignment)
+            label_assignment_delete(actor=request.user, assignment=assignment, force=True)
 
     def _set_enabled(
         self, request: HttpRequest, queryset: QuerySet[LabelAssignment], enabled: bool
     ) -> None:
-        changed = sum(
-            label_assignment_set_enabled(actor=request.user, assignment=a, enabled=enabled).version
-            != a.version
-            for a in queryset
-        )
+        changed = 0
+        for assignment in queryset:
+            try:
+                saved = label_assignment_set_enabled(
+                    actor=request.user, assignment=assignment, enabled=enabled
+                )
+            except ExpectationsBroken as exc:
+                # No confirmation step here: edit the assignment to confirm such a change.
+                self.message_user(request, f"{assignment.name} not changed: {exc}", messages.ERROR)
+                continue
+            changed += saved.version != assignment.version
         done = "enabled" if enabled else "disabled"
         self.message_user(
             request,

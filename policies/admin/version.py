@@ -250,7 +250,7 @@ class LabelAssignmentVersionAdmin(ReadOnlyAdmin):
             )
         try:
             updated = label_assignment_rollback(
-                actor=request.user, assignment=assignment, version=old.version
+                actor=request.user, assignment=assignment, version=old.version, force=True
             )
         except ContentError as exc:
             self.message_user(request, f"Not rolled back: {exc}", messages.ERROR)

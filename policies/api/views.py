@@ -260,7 +260,10 @@ class LabelAssignmentViewSet(ContentViewSet):
 
     def create_object(self, content: dict) -> LabelAssignment:
         return label_assignment_create(
-            actor=self.request.user, data=content, note=self.change_note or "created via API"
+            actor=self.request.user,
+            data=content,
+            note=self.change_note or "created via API",
+            force=query_flag(self.request, "force"),
         )
 
     def update_object(
@@ -272,11 +275,15 @@ class LabelAssignmentViewSet(ContentViewSet):
             data=content,
             expected_version=expected_version,
             note=self.change_note or "updated via API",
+            force=query_flag(self.request, "force"),
         )
 
     def delete_object(self, instance: LabelAssignment, expected_version: int | None) -> None:
         label_assignment_delete(
-            actor=self.request.user, assignment=instance, expected_version=expected_version
+            actor=self.request.user,
+            assignment=instance,
+            expected_version=expected_version,
+            force=query_flag(self.request, "force"),
         )
 
     @extend_schema(
@@ -331,7 +338,11 @@ class LabelAssignmentViewSet(ContentViewSet):
             request,
             body.validated_data.get("expected_version"),
             lambda expected: label_assignment_rollback(
-                actor=request.user, assignment=assignment, version=target, expected_version=expected
+                actor=request.user,
+                assignment=assignment,
+                version=target,
+                expected_version=expected,
+                force=query_flag(request, "force"),
             ),
         )
         self.serializer_class = LabelAssignmentSerializer

@@ -296,3 +296,68 @@ def test_a_bad_expectation_in_a_policyset_is_named_and_nothing_is_written(editor
     assert response.status_code == 400
     assert "expectations[0].kind" in response.json()
     assert not Expectation.objects.exists()
+
+
+# --- label assignments change effective labels: checked too ----------------------------------
+
+
+@pytest.fixture
+def pool_policy(cluster):
+    """ml pods only on nodes labelled example.com/pool=gpu (by an assignment)."""
+    from policies.services import label_assignment_create
+
+    label_assignment_create(
+        actor=None,
+        data={
+            "name": "gpu-pool",
+            "node_selector": {"node_names": ["gpu-*"]},
+            "labels": {"example.com/pool": "gpu"},
+        },
+    )
+    policy = make_policy(
+        "pool-only",
+        weight_rules=[],
+        filter_rules=[
+            {"kind": "label", "key": "example.com/pool", "operator": "In", "values": ["gpu"]}
+        ],
+    )
+    expectation("lands-on-gpu", "can_land", {"node_names": ["gpu-*"]})
+    return policy
+
+
+def test_an_assignment_change_that_breaks_an_expectation_is_refused(editor, pool_policy):
+    from policies.models import LabelAssignment
+    from policies.services import label_assignment_delete, label_assignment_update
+
+    assignment = LabelAssignment.objects.get(name="gpu-pool")
+    narrowed_labels = {
+        "name": "gpu-pool",
+        "node_selector": {"node_names": ["none-*"]},
+        "labels": {"example.com/pool": "gpu"},
+    }
+    with pytest.raises(ExpectationsBroken) as raised:
+        label_assignment_update(actor=None, assignment=assignment, data=narrowed_labels)
+    assert raised.value.broken[0]["name"] == "lands-on-gpu"
+    with pytest.raises(ExpectationsBroken):
+        label_assignment_delete(actor=None, assignment=assignment)
+    url = "/api/v1/label-assignments/gpu-pool/"
+    assert editor.put(url, narrowed_labels, format="json").status_code == 409
+    assert LabelAssignment.objects.get(name="gpu-pool").version == 1
+    assert editor.put(f"{url}?force=true", narrowed_labels, format="json").status_code == 200
+
+
+def test_the_assignment_form_asks_before_breaking_an_expectation(client, admin_user, pool_policy):
+    from policies.models import LabelAssignment
+    from tests.ui.helpers import change_url, form_data
+
+    client.force_login(admin_user)
+    assignment = LabelAssignment.objects.get(name="gpu-pool")
+    data = form_data(client.get(change_url(assignment)))
+    data["node_names"] = "none-*"
+    held = client.post(change_url(assignment), data)
+    assert held.status_code == 200
+    assert "Breaks expectation lands-on-gpu" in held.content.decode()
+    assert LabelAssignment.objects.get(pk=assignment.pk).version == 1
+    saved = client.post(change_url(assignment), {**data, "confirm_expectations": "on"})
+    assert saved.status_code == 302
+    assert LabelAssignment.objects.get(pk=assignment.pk).version == 2

@@ -16,7 +16,6 @@ from typing import Any
 
 from django.db import transaction
 
-from inventory.models import Cluster
 from policies.engine.errors import EngineValidationError
 from policies.engine.expectations import (
     ExpectationsBroken,
@@ -51,20 +50,14 @@ def expectation_content(obj: Expectation) -> dict[str, Any]:
     }
 
 
-def _cluster(name: str | None) -> Cluster | None:
-    if name is None:
-        return None
-    cluster = Cluster.objects.filter(name=name).first()
-    if cluster is None:
-        raise ContentError({"cluster": [f"No cluster named {name!r}."]})
-    return cluster
-
-
 def _fields(content: dict[str, Any]) -> dict[str, Any]:
+    # The services import this module (their guards), so theirs is imported when used.
+    from policies.services import resolve_cluster
+
     return {
         "name": content["name"],
         "description": content["description"],
-        "cluster": _cluster(content["cluster"]),
+        "cluster": resolve_cluster(content["cluster"]),
         "enabled": content["enabled"],
         "kind": content["kind"],
         "pod": content["pod"],

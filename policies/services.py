@@ -100,13 +100,32 @@ def label_assignment_content(assignment: LabelAssignment) -> dict:
 # --- helpers --------------------------------------------------------------------------------
 
 
-def _resolve_cluster(name: str | None) -> Cluster | None:
+def resolve_cluster(name: str | None) -> Cluster | None:
     if name is None:
         return None
     cluster = Cluster.objects.filter(name=name).first()
     if cluster is None:
         raise ContentError({"cluster": [f"No cluster named {name!r}."]})
     return cluster
+
+
+def _stored_content(stored: dict, name: str, version: int) -> dict:
+    """A stored version's content under ``name``, to write again (rollback, restore); refused
+    when the cluster it targets no longer exists."""
+    content = {**stored, "name": name}
+    if (
+        content["cluster"] is not None
+        and not Cluster.objects.filter(name=content["cluster"]).exists()
+    ):
+        raise ContentError(
+            {
+                "version": [
+                    f"Version {version} targets cluster {content['cluster']!r}, "
+                    "which no longer exists."
+                ]
+            }
+        )
+    return content
 
 
 def _check_version(current: int, expected: int | None) -> None:
@@ -164,7 +183,7 @@ def policy_create(*, actor: Any, data: Any, note: str = "", force: bool = False)
     policy = Policy.objects.create(
         name=content["name"],
         description=content["description"],
-        cluster=_resolve_cluster(content["cluster"]),
+        cluster=resolve_cluster(content["cluster"]),
         enabled=content["enabled"],
         mode=content["mode"],
         pod_selector=content["pod_selector"],
@@ -214,7 +233,7 @@ def policy_update(
     guard_policy_change({locked.name: content}, force=force)
     locked.name = content["name"]
     locked.description = content["description"]
-    locked.cluster = _resolve_cluster(content["cluster"])
+    locked.cluster = resolve_cluster(content["cluster"])
     locked.enabled = content["enabled"]
     locked.mode = content["mode"]
     locked.pod_selector = content["pod_selector"]
@@ -345,20 +364,7 @@ def policy_rollback(
     old = PolicyVersion.objects.filter(policy=policy, version=version).first()
     if old is None:
         raise ContentError({"version": [f"Policy {policy.name!r} has no version {version}."]})
-    content = dict(old.content)
-    content["name"] = policy.name
-    if (
-        content["cluster"] is not None
-        and not Cluster.objects.filter(name=content["cluster"]).exists()
-    ):
-        raise ContentError(
-            {
-                "version": [
-                    f"Version {version} targets cluster {content['cluster']!r}, "
-                    "which no longer exists."
-                ]
-            }
-        )
+    content = _stored_content(old.content, policy.name, version)
     return policy_update(
         actor=actor,
         policy=policy,
@@ -380,19 +386,7 @@ def policy_restore(*, actor: Any, name: str, version: int, force: bool = False) 
         raise ContentError({"version": [f"No deleted policy {name!r} has a version {version}."]})
     if Policy.objects.filter(name=name).exists():
         raise ObjectExists({"name": [f"A policy named {name!r} exists: roll it back instead."]})
-    content = {**old.content, "name": name}
-    if (
-        content["cluster"] is not None
-        and not Cluster.objects.filter(name=content["cluster"]).exists()
-    ):
-        raise ContentError(
-            {
-                "version": [
-                    f"Version {version} targets cluster {content['cluster']!r}, "
-                    "which no longer exists."
-                ]
-            }
-        )
+    content = _stored_content(old.content, name, version)
     last = max(history.values_list("version", flat=True))
     policy = policy_create(
         actor=actor, data=content, note=f"restored from version {version}", force=force
@@ -415,7 +409,7 @@ def policy_restore(*, actor: Any, name: str, version: int, force: bool = False) 
 def _assignment_fields(content: dict) -> dict:
     return {
         "name": content["name"],
-        "cluster": _resolve_cluster(content["cluster"]),
+        "cluster": resolve_cluster(content["cluster"]),
         "description": content["description"],
         "enabled": content["enabled"],
         "priority": content["priority"],
@@ -524,19 +518,7 @@ def label_assignment_rollback(
         raise ContentError(
             {"version": [f"Label assignment {assignment.name!r} has no version {version}."]}
         )
-    content = {**old.content, "name": assignment.name}
-    if (
-        content["cluster"] is not None
-        and not Cluster.objects.filter(name=content["cluster"]).exists()
-    ):
-        raise ContentError(
-            {
-                "version": [
-                    f"Version {version} targets cluster {content['cluster']!r}, "
-                    "which no longer exists."
-                ]
-            }
-        )
+    content = _stored_content(old.content, assignment.name, version)
     return label_assignment_update(
         actor=actor,
         assignment=assignment,

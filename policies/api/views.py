@@ -61,6 +61,24 @@ VERSIONED_WRITE = extend_schema(parameters=[IF_MATCH_HEADER, ETAG_HEADER])
 VERSIONED_READ = extend_schema(parameters=[ETAG_HEADER])
 
 
+def rollback_response(
+    view: ContentViewSet, request: Request, roll_back: Any, serializer_class: Any
+) -> Response:
+    """Validate a rollback body, run ``roll_back(version, expected_version, force)`` under the
+    version checks (If-Match or ``expected_version``), answer with the new current version."""
+    body = RollbackSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    target = body.validated_data["version"]
+    force = query_flag(request, "force")
+    updated = view.run_versioned(
+        request,
+        body.validated_data.get("expected_version"),
+        lambda expected: roll_back(target, expected, force),
+    )
+    view.serializer_class = serializer_class
+    return view.respond(view.reload(updated))
+
+
 def versions_page(view: ContentViewSet, stored: QuerySet, serializer_class: Any = None) -> Response:
     """One page of stored versions, newest first, each with its diff to the one before."""
     serializer_class = serializer_class or PolicyVersionSerializer
@@ -218,22 +236,18 @@ class PolicyViewSet(ContentViewSet):
     )
     def rollback(self, request: Request, name: str | None = None) -> Response:
         policy = self.get_object()
-        body = RollbackSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        target = body.validated_data["version"]
-        updated = self.run_versioned(
+        return rollback_response(
+            self,
             request,
-            body.validated_data.get("expected_version"),
-            lambda expected: policy_rollback(
+            lambda version, expected, force: policy_rollback(
                 actor=request.user,
                 policy=policy,
-                version=target,
+                version=version,
                 expected_version=expected,
-                force=query_flag(request, "force"),
+                force=force,
             ),
+            PolicySerializer,
         )
-        self.serializer_class = PolicySerializer
-        return self.respond(self.reload(updated))
 
 
 @extend_schema_view(
@@ -331,19 +345,15 @@ class LabelAssignmentViewSet(ContentViewSet):
     )
     def rollback(self, request: Request, name: str | None = None) -> Response:
         assignment = self.get_object()
-        body = RollbackSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        target = body.validated_data["version"]
-        updated = self.run_versioned(
+        return rollback_response(
+            self,
             request,
-            body.validated_data.get("expected_version"),
-            lambda expected: label_assignment_rollback(
+            lambda version, expected, force: label_assignment_rollback(
                 actor=request.user,
                 assignment=assignment,
-                version=target,
+                version=version,
                 expected_version=expected,
-                force=query_flag(request, "force"),
+                force=force,
             ),
+            LabelAssignmentSerializer,
         )
-        self.serializer_class = LabelAssignmentSerializer
-        return self.respond(self.reload(updated))

@@ -17,6 +17,6 @@ def _create_filesystem_broker_folders(sender: Celery, **kwargs: object) -> None:
     if not str(sender.conf.broker_url or "").startswith("filesystem://"):
         return
     options = sender.conf.broker_transport_options or {}
-    for key in ("data_folder_in", "data_folder_out", "processed_folder"):
+    for key in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
         if options.get(key):
             os.makedirs(options[key], exist_ok=True)

@@ -163,6 +163,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
         "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        # Broadcast (pidbox) exchange tables; kombu's default is ./control in the working folder.
+        "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
     }
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or None

@@ -140,3 +140,29 @@ def test_suite_runs_on_the_database_that_database_url_names() -> None:
     # Shown with `pytest -s`; .ci/run runs this test that way to prove where the suite ran.
     print(f"\ndatabase under test: {connection.vendor} ({connection.settings_dict['ENGINE']})")
     assert connection.settings_dict["ENGINE"] == expected
+
+
+def test_filesystem_broker_keeps_its_broadcast_tables_under_the_var_folder(tmp_path: Path) -> None:
+    # kombu's filesystem transport puts its exchange tables in ./control unless told otherwise;
+    # a broadcast (what `celery inspect` and the worker's pidbox use) would create it wherever
+    # the process runs, the repository included.
+    var, cwd = tmp_path / "var", tmp_path / "cwd"
+    cwd.mkdir()
+    code = (
+        "import django; django.setup()\n"
+        "from portal.celery import app\n"
+        "app.control.broadcast('ping', reply=False)\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in SETTINGS_ENV}
+    clean.update(
+        DJANGO_SETTINGS_MODULE="portal.settings",
+        PORTAL_VAR_DIR=str(var),
+        SECRET_KEY="x" * 50,
+        PYTHONPATH=str(REPO),
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=clean, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert not (cwd / "control").exists()
+    assert (var / "celery" / "control").is_dir()

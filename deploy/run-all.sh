@@ -11,7 +11,9 @@ HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
 EXTENDER_PORT="${EXTENDER_PORT:-8001}"
 WEB_CONCURRENCY="${WEB_CONCURRENCY:-2}"
-export HOST PORT EXTENDER_PORT WEB_CONCURRENCY
+WATCHER_METRICS_PORT="${WATCHER_METRICS_PORT:-8002}"
+WORKER_METRICS_PORT="${WORKER_METRICS_PORT:-8003}"
+export HOST PORT EXTENDER_PORT WEB_CONCURRENCY WATCHER_METRICS_PORT WORKER_METRICS_PORT
 
 # shellcheck source=deploy/local-env.sh
 . deploy/local-env.sh
@@ -32,7 +34,8 @@ echo "$admin_message"
 processes=(
     "web=.venv/bin/gunicorn portal.wsgi:application -c deploy/gunicorn.conf.py --bind ${HOST}:${PORT} --workers ${WEB_CONCURRENCY} --access-logfile -"
     "extender=$PY manage.py serve_extender --bind ${HOST}:${EXTENDER_PORT}"
-    "worker=.venv/bin/celery -A portal worker -l info --concurrency 2"
+    # The pool processes' task metrics reach the worker's metrics port through this folder.
+    "worker=env PROMETHEUS_MULTIPROC_DIR=${VAR}/prometheus-worker .venv/bin/celery -A portal worker -l info --concurrency 2"
     "beat=$PY manage.py run_beat --schedule ${VAR}/celerybeat-schedule"
 )
 processes+=("watcher=$PY manage.py watch_nodes")
@@ -50,6 +53,7 @@ cat <<BANNER
     API docs   ${base}/api/docs/
     Extender   ${extender}/extender/   (kube-scheduler's own port; probes ${extender}/readyz)
     Metrics    ${base}/metrics  ${extender}/metrics
+               watcher :${WATCHER_METRICS_PORT}/metrics  worker :${WORKER_METRICS_PORT}/metrics
     Login      ${admin_message}
   Ctrl-C stops web, extender, worker, beat and watcher.
 

@@ -30,22 +30,12 @@ def use_prometheus_multiprocess_dir() -> str:
     return os.environ.setdefault(MULTIPROC_ENV, str(default_prometheus_dir()))
 
 
-def clear_prometheus_dir(path: str | os.PathLike[str]) -> None:
-    """Create the directory and remove the files of a previous server run.
-
-    Left in place, a previous run's counters would be added to this run's and its dead
-    workers' live gauges (stale, revision) would be reported forever.
-    """
-    directory = Path(path)
-    directory.mkdir(parents=True, exist_ok=True)
-    for stale_file in directory.glob("*.db"):
-        stale_file.unlink(missing_ok=True)
-
-
 def on_starting(server: Any) -> None:
     """gunicorn hook, master, once: start from an empty metrics directory."""
     path = os.environ.get(MULTIPROC_ENV)
     if path:
+        from portal.metrics import clear_prometheus_dir
+
         clear_prometheus_dir(path)
 
 

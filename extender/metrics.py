@@ -34,6 +34,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from portal.metrics import BUILD_INFO, registry_with_build_info
+
 if TYPE_CHECKING:
     from extender.observe import CallRecord
     from extender.refresh import Freshness
@@ -363,6 +365,7 @@ def _inventory_sync_states() -> dict[str, str]:
 _inventory_collector = InventoryCollector(_inventory_sync_times, _inventory_sync_states)
 if not MULTIPROCESS:
     REGISTRY.register(_inventory_collector)
+    registry_with_build_info(REGISTRY)
 
 
 def scrape_registry() -> CollectorRegistry:
@@ -374,6 +377,7 @@ def scrape_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)
     registry.register(_inventory_collector)
+    registry.register(BUILD_INFO)  # a new registry per scrape
     return registry
 
 

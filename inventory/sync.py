@@ -24,6 +24,7 @@ from kubernetes import client
 
 from inventory.guard import held_reason
 from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
+from inventory.metrics import SYNC_DURATION
 from inventory.models import Cluster, ClusterSource, Node, SyncState
 from inventory.node_list import decode_node_list
 from inventory.services import ApplyResult, nodes_apply, object_name
@@ -219,6 +220,7 @@ def sync_cluster(
                 applied = _apply(cluster, objects, resource_version, list_started_at)
     except Exception as exc:
         error = _error_for(exc)
+        SYNC_DURATION.labels(cluster.name, "failed").observe(time.monotonic() - started)
         logger.warning("sync of cluster %s failed: %s", cluster.name, error)
         _record_error(cluster_id, error)
         if error is exc:
@@ -227,6 +229,9 @@ def sync_cluster(
     finally:
         if own_api and api is not None:
             api.api_client.close()
+    SYNC_DURATION.labels(cluster.name, "held" if held else "applied").observe(
+        time.monotonic() - started
+    )
     if held:
         logger.warning("sync of cluster %s %s", cluster.name, held)
         return SyncResult(

@@ -37,6 +37,7 @@ from inventory.kube import (
     classify,
     core_v1_for,
 )
+from inventory.metrics import WATCH_EVENTS, WATCH_LAG, WATCH_RECONNECTS
 from inventory.models import Cluster, ClusterSource
 from inventory.node_list import slim_node
 from inventory.services import node_delete, nodes_apply
@@ -144,6 +145,7 @@ class ClusterWatcher:
                     self._stop.wait(backoff_delay(attempt, base=self.backoff_base, cap=5.0))
                 except GoneError as exc:
                     logger.info("watch of cluster %s expired (%s); relisting", self.cluster_id, exc)
+                    WATCH_RECONNECTS.labels(self._cluster_label, "expired").inc()
                     self.resource_version = None
                     attempt += 1
                     if attempt > 1:
@@ -157,6 +159,7 @@ class ClusterWatcher:
                     error = classify(exc)
                     attempt += 1
                     self.reconnects += 1
+                    WATCH_RECONNECTS.labels(self._cluster_label, type(error).__name__).inc()
                     logger.warning(
                         "watch of cluster %s failed (%s); reconnecting", self.cluster_id, error
                     )
@@ -165,6 +168,12 @@ class ClusterWatcher:
             if self._api is not None:
                 self._api.api_client.close()
                 self._api = None
+            if self._cluster is not None:
+                WATCH_LAG.forget(self._cluster.name)
+
+    @property
+    def _cluster_label(self) -> str:
+        return self._cluster.name if self._cluster is not None else str(self.cluster_id)
 
     def _sleep(self, attempt: int) -> None:
         self._stop.wait(backoff_delay(attempt, base=self.backoff_base, cap=self.backoff_cap))
@@ -174,6 +183,7 @@ class ClusterWatcher:
     def _relist(self) -> None:
         result = sync_service.sync_cluster(cluster_id=self.cluster_id, api=self._api)
         self.relists += 1
+        WATCH_LAG.heard(self._cluster_label)
         self.resource_version = result.resource_version
         self._last_fresh = time.monotonic()
 
@@ -215,6 +225,8 @@ class ClusterWatcher:
                     first = events.get(timeout=0.1)
                 except queue.Empty:
                     continue
+                if first is not _END and not isinstance(first, _StreamFailed):
+                    WATCH_LAG.heard(self._cluster_label)
                 batch, tail = self._collect(first, events)
                 if batch:
                     self._apply(batch)
@@ -287,6 +299,8 @@ class ClusterWatcher:
         if resource_version:
             self.resource_version = resource_version
         self.events_applied += len(latest)
+        if latest:
+            WATCH_EVENTS.labels(cluster.name).inc(len(latest))
 
 
 def watch_clusters(

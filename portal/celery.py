@@ -10,6 +10,9 @@ app = Celery("portal")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+# Task counters and the worker's metrics port hang on Celery's signals (connected on import).
+import portal.task_metrics  # noqa: E402, F401
+
 
 @app.on_after_configure.connect
 def _create_filesystem_broker_folders(sender: Celery, **kwargs: object) -> None:

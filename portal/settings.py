@@ -177,6 +177,12 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# --- Metrics of the processes without a web port ---------------------------------------------
+# The Celery worker and the node watcher serve Prometheus metrics on these ports (0: off; the
+# web and the extender serve /metrics on their own ports). docs/operations.md.
+WORKER_METRICS_PORT = env_int("WORKER_METRICS_PORT", 0)
+WATCHER_METRICS_PORT = env_int("WATCHER_METRICS_PORT", 0)
+
 # --- Auth, API ------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -197,3 +197,49 @@ def test_production_has_the_service_monitor() -> None:
     (monitor,) = by_kind(objects)["ServiceMonitor"].values()
     assert monitor["metadata"]["namespace"] == "policy-portal"
     assert {e["path"] for e in monitor["spec"]["endpoints"]} == {"/metrics"}
+
+
+def test_worker_and_watcher_serve_metrics_that_the_pod_monitor_scrapes(
+    built: tuple[str, list[dict[str, Any]]],
+) -> None:
+    overlay, objects = built
+    kinds = by_kind(objects)
+    (config,) = (c for c in kinds["ConfigMap"].values() if "WORKER_METRICS_PORT" in c["data"])
+    deployments = {component(d): d for d in portal_deployments(objects).values()}
+    for name, setting in (("worker", "WORKER_METRICS_PORT"), ("watcher", "WATCHER_METRICS_PORT")):
+        (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+        assert ports.get("metrics") == int(config["data"][setting]), name
+    # The pool processes' task metrics need the multiprocess folder, on a writable volume.
+    (worker,) = deployments["worker"]["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in worker.get("env", [])}
+    assert env["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/")
+    assert any(m["mountPath"] == "/tmp" for m in worker["volumeMounts"])
+    policy = kinds["NetworkPolicy"]["policy-portal-metrics"]
+    assert set(policy["spec"]["podSelector"]["matchExpressions"][0]["values"]) == {
+        "worker",
+        "watcher",
+    }
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    if overlay == "production":
+        (monitor,) = kinds["PodMonitor"].values()
+        assert monitor["metadata"]["namespace"] == "policy-portal"
+        selected = set(monitor["spec"]["selector"]["matchExpressions"][0]["values"])
+        assert selected == {"worker", "watcher"}
+        assert [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]] == ["metrics"]
+
+
+def test_the_migration_job_runs_the_entrypoint_with_migrations_and_the_admin_secret(
+    built: tuple[str, list[dict[str, Any]]],
+) -> None:
+    _, objects = built
+    (job,) = by_kind(objects)["Job"].values()
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert "command" not in container  # the image's ENTRYPOINT, deploy/entrypoint.sh
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["/app/deploy/entrypoint.sh"]' in dockerfile
+    env = {e["name"]: e for e in container["env"]}
+    assert env["PORTAL_MIGRATE"]["value"] == "true"
+    secret = env["PORTAL_ADMIN_PASSWORD"]["valueFrom"]["secretKeyRef"]
+    assert secret == {"name": "policy-portal-admin", "key": "password", "optional": True}

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from django.conf import settings
 from django.db import connection
 
 from inventory.models import Cluster, Node, SyncState
+from tests.reliability.server import free_port
 from tests.support.fake_kube import FakeKubeServer
 
 from .conftest import add_nodes
@@ -140,6 +142,26 @@ def start_worker(processes: Processes, queue: str) -> Path:
     return log
 
 
+def scrape(port: int) -> str:
+    """The metrics text a process serves on ``port``; empty while it is not listening yet."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            return response.read().decode()
+    except OSError:
+        return ""
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of one sample in Prometheus text, matched on the labels given."""
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        series, _, value = line.rpartition(" ")
+        if all(f'{key}="{val}"' in series for key, val in labels.items()):
+            return float(value)
+    return None
+
+
 def task_outcomes(log: Path) -> list[str]:
     return re.findall(
         r"inventory\.sync_cluster\[[^\]]+\] succeeded in [^:]+: (.*)", log.read_text()
@@ -197,11 +219,52 @@ def test_lock_prevents_overlapping_runs(
     assert Node.objects.filter(cluster=cluster).count() == 5
 
 
+def test_worker_exports_task_metrics_of_its_pool_processes(
+    celery_env: tuple[Processes, str, Celery], kube: FakeKubeServer, make_kube_cluster: Any
+) -> None:
+    processes, queue, sender = celery_env
+    add_nodes(kube, 4)
+    cluster = make_kube_cluster("prod")
+    port = free_port()
+    metrics_dir = processes.tmp_path / "worker-metrics"
+    processes.env.update(
+        {"WORKER_METRICS_PORT": str(port), "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    )
+    worker_log = start_worker(processes, queue)
+    wait_for(lambda: "ready" in worker_log.read_text(), "the worker to start")
+    sender.send_task("inventory.sync_cluster", args=[cluster.pk], queue=queue)
+    sender.send_task("inventory.sync_cluster", args=[cluster.pk + 1000], queue=queue)
+    # Both tasks ran in pool processes; the main process serves their counts.
+    metrics = wait_for(
+        lambda: (
+            (text := scrape(port))
+            and sample(text, "portal_celery_tasks_total", outcome="success") == 2.0
+            and text
+        ),
+        "two successful tasks on the worker's metrics port",
+    )
+    assert sample(metrics, "portal_celery_tasks_total", task="inventory.sync_cluster") == 2.0
+    assert (
+        sample(
+            metrics,
+            "portal_celery_task_duration_seconds_count",
+            task="inventory.sync_cluster",
+        )
+        == 2.0
+    )
+    assert (
+        sample(metrics, "inventory_sync_duration_seconds_count", cluster="prod", outcome="applied")
+        == 1.0
+    )
+    assert sample(metrics, "portal_build_info") == 1.0
+
+
 def test_watch_nodes_command_follows_changes_and_stops_on_sigterm(
     processes: Processes, kube: FakeKubeServer, make_kube_cluster: Any
 ) -> None:
     names = add_nodes(kube, 3)
     cluster = make_kube_cluster("prod")
+    port = free_port()
     proc, log = processes.start(
         "watcher",
         sys.executable,
@@ -211,6 +274,8 @@ def test_watch_nodes_command_follows_changes_and_stops_on_sigterm(
         "prod",
         "--refresh",
         "0.5",
+        "--metrics-port",
+        str(port),
     )
     wait_for(lambda: Node.objects.filter(cluster=cluster).count() == 3, "the initial list")
     kube.modify_node(names[0], {"metadata": {"labels": {"live": "yes"}}})
@@ -222,12 +287,29 @@ def test_watch_nodes_command_follows_changes_and_stops_on_sigterm(
         ),
         "the watched changes",
     )
+    # Its own metrics port: leadership, the relist's duration, the events, the lag.
+    metrics = wait_for(
+        lambda: (text := scrape(port)) and sample(text, "inventory_watch_events_total") and text,
+        "the watcher's metrics",
+    )
+    assert sample(metrics, "inventory_watcher_leader") == 1.0
+    assert sample(metrics, "inventory_watch_events_total", cluster="prod") == 2.0
+    assert (
+        sample(metrics, "inventory_sync_duration_seconds_count", cluster="prod", outcome="applied")
+        == 1.0
+    )
+    assert 0.0 <= sample(metrics, "inventory_watch_lag_seconds", cluster="prod") < 30.0
+    assert sample(metrics, "portal_build_info", version="0.1.0") == 1.0
     # New credentials in the cluster's settings: the watcher is restarted with them.
     bad = kube.write_kubeconfig(processes.tmp_path / "rejected", context="fake", token="wrong")
     Cluster.objects.filter(pk=cluster.pk).update(kubeconfig_path=bad)
     wait_for(
         lambda: "401 Unauthorized" in Cluster.objects.get(pk=cluster.pk).sync_error,
         "the restarted watcher's relist with the new credentials",
+    )
+    wait_for(
+        lambda: sample(scrape(port), "inventory_watch_reconnects_total", reason="AuthError"),
+        "the failed relist counted as a reconnect",
     )
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=20) == 0

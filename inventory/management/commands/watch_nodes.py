@@ -6,10 +6,13 @@ import signal
 import threading
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from inventory.metrics import WATCHER_LEADER
 from inventory.models import Cluster, ClusterSource
 from inventory.watch import watch_clusters
+from portal.metrics import serve_metrics
 from portal.singleton import SingletonLock, wait_for_lock, watch_lock
 
 # How often a standby retries the lock, and the holder checks it still holds it (seconds).
@@ -36,6 +39,12 @@ class Command(BaseCommand):
             default=LOCK_POLL_SECONDS,
             help="Seconds between a standby's tries for the leader lock (default 2).",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=settings.WATCHER_METRICS_PORT,
+            help="Serve Prometheus metrics on this port (default WATCHER_METRICS_PORT; 0: off).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         name = options.get("cluster")
@@ -46,6 +55,8 @@ class Command(BaseCommand):
             if cluster.source != ClusterSource.KUBERNETES:
                 raise CommandError(f"Cluster {name!r} is static; only Kubernetes clusters sync.")
         stop = threading.Event()
+        if serve_metrics(options["metrics_port"]):
+            self.stdout.write(f"metrics on :{options['metrics_port']}/metrics")
 
         def request_stop(signum: int, _frame: Any) -> None:
             self.stderr.write(f"{signal.Signals(signum).name} received; stopping watchers")
@@ -68,10 +79,12 @@ class Command(BaseCommand):
             stop.set()
 
         watch_lock(lock, stop, poll=poll, on_lost=on_lost)
+        WATCHER_LEADER.set(1)
         self.stdout.write(f"watching nodes of {name or 'every enabled Kubernetes cluster'}")
         try:
             watch_clusters(stop, cluster_name=name, refresh_seconds=options["refresh"])
         finally:
+            WATCHER_LEADER.set(0)
             lock.release()
         if lost.is_set():
             raise CommandError("lost the leader lock")

@@ -203,12 +203,16 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "portal.api.errors.api_exception_handler",
+    # Writes per user (portal.api.throttles); reads are not limited.
+    "DEFAULT_THROTTLE_CLASSES": ["portal.api.throttles.WriteRateThrottle"],
     "DEFAULT_PARSER_CLASSES": [
         "portal.api.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
 }
+# API writes per user (DRF's N/second|minute|hour|day; empty: unlimited). 429 past it.
+API_WRITE_RATE = os.environ.get("API_WRITE_RATE", "120/minute").strip()
 SPECTACULAR_SETTINGS = {
     "TITLE": "Scheduling Policy Portal API",
     "DESCRIPTION": "Node labels, filter rules and weights for kube-scheduler's extender.",

@@ -19,5 +19,7 @@ STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticF
 # test's own database setup and snapshots; the tests that exercise them switch them on.
 EXTENDER_REFRESH_ENABLED = False
 DECISION_LOG_ENABLED = False
+# Suites write far faster than people do; tests/api/test_throttles.py sets its own rate.
+API_WRITE_RATE = "100000/minute"
 # WhiteNoise serves collected files; tests never collect them, so give it an empty directory.
 os.makedirs(STATIC_ROOT, exist_ok=True)  # noqa: F405

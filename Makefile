@@ -10,12 +10,13 @@ DEV_STAMP := $(VENV)/.installed-requirements-dev
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint bench lock migrate seed clean screenshots
+.PHONY: help run test lint audit bench lock migrate seed clean screenshots
 
 help:
 	@echo "make run      start the portal (web, worker, beat) on embedded defaults"
 	@echo "make test     run the test suite (PYTEST_ARGS='-k name -x' to narrow it)"
 	@echo "make lint     ruff check, ruff format --check (migrations excluded), import contracts"
+	@echo "make audit    pip-audit of both locks against PyPI's vulnerability data"
 	@echo "make bench    run the benchmarks in bench/"
 	@echo "make screenshots  regenerate docs/images (the README's pictures) with Chromium"
 	@echo "make lock     recompile requirements.txt / requirements-dev.txt (hashed) from the .in files"
@@ -46,6 +47,9 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check --extend-exclude '*/migrations/*' .
 	$(VENV)/bin/lint-imports
+
+audit: $(DEV_STAMP)
+	$(PY) deploy/audit.py
 
 bench: $(DEV_STAMP)
 	@for f in bench/extender.py bench/sync.py bench/faults.py bench/preview.py bench/pages.py; do \

@@ -22,6 +22,37 @@ keepalive = 5
 accesslog = "-"
 errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "info").lower()
+# The request id the portal returned (X-Request-ID, portal.logs) ends every access line, so it
+# joins the application's records of the same request.
+access_log_format = (
+    '%(h)s "%(r)s" %(s)s %(B)s %(M)sms "%(f)s" "%(a)s" request_id=%({x-request-id}o)s'
+)
+if os.environ.get("LOG_FORMAT", "plain").strip().lower() == "json":
+    # One JSON object per line, as the portal's own records (settings.LOGGING).
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {
+            "json": {
+                "()": "pythonjsonlogger.json.JsonFormatter",
+                "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s",
+                "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+            }
+        },
+        "handlers": {
+            "json": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stdout",
+            }
+        },
+        # The workers' root logger is the portal's (settings.LOGGING, JSON as well).
+        "root": {"level": "WARNING", "handlers": []},
+        "loggers": {
+            "gunicorn.error": {"handlers": ["json"], "level": loglevel.upper(), "propagate": False},
+            "gunicorn.access": {"handlers": ["json"], "level": "INFO", "propagate": False},
+        },
+    }
 # TLS ends at the proxy in front; trust its X-Forwarded-* headers only from where it runs.
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 # No runtime control socket: it would live in the user's home, shared by every instance there.

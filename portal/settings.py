@@ -14,6 +14,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django_guid.integrations import CeleryIntegration
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("PORTAL_VAR_DIR", BASE_DIR / "var"))
@@ -74,6 +75,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "csp",
     "axes",
+    "django_guid",
     "portal",
     "inventory",
     "policies",
@@ -82,6 +84,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every later log record of the request carries its id (portal.logs).
+    "django_guid.middleware.guid_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -341,11 +345,45 @@ AXES_RESET_ON_SUCCESS = True
 AXES_IPWARE_PROXY_COUNT = env_int("AXES_PROXY_COUNT", 0)
 AXES_VERBOSE = False
 
+# Request ids (django-guid): taken from X-Request-ID when it is a UUID, else made; returned in
+# the response's X-Request-ID and handed to the Celery tasks a request enqueues.
+DJANGO_GUID = {
+    "GUID_HEADER_NAME": "X-Request-ID",
+    "VALIDATE_GUID": True,
+    # Tasks log with the id of the request that enqueued them (a new one for beat's), and the
+    # worker logs through LOGGING below.
+    "INTEGRATIONS": [CeleryIntegration(use_django_logging=True, log_parent=False)],
+}
+# LOG_FORMAT: `plain` (default) or `json` (one object per line, for log collectors).
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain").strip().lower()
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}")
+LOGGING_CONFIG = "portal.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "portal.logs.RequestIdFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        # Django's own default handlers would print a second, plain copy of its records.
+        "django": {"handlers": [], "propagate": True},
+        "py.warnings": {"handlers": [], "propagate": True},
+        "django.db.backends": {"level": "WARNING"},
+        "django_guid": {"level": "WARNING"},
+    },
 }

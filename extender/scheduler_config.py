@@ -102,6 +102,24 @@ def external_url_warnings(url: str, *, configured: bool) -> list[str]:
     return warnings
 
 
+def tls_warnings(
+    options: SchedulerConfigOptions, *, serves_tls: bool, requires_client_certificate: bool
+) -> list[str]:
+    """Where the stanza does not match how the extender server is configured (extender.tls)."""
+    warnings = []
+    if serves_tls and not options.base_url.startswith("https://"):
+        warnings.append(
+            "the extender serves HTTPS (EXTENDER_TLS_CERT_FILE): urlPrefix must be an https:// "
+            "URL, with tls_ca_file for its certificate."
+        )
+    if requires_client_certificate and not options.tls.cert_file:
+        warnings.append(
+            "the extender requires a client certificate (EXTENDER_TLS_CLIENT_CA_FILE): pass "
+            "tls_cert_file and tls_key_file, the files kube-scheduler presents."
+        )
+    return warnings
+
+
 @dataclass(frozen=True)
 class TLSFiles:
     """``tlsConfig`` of the extender stanza: files on the kube-scheduler host or pod."""

@@ -6,7 +6,9 @@ can never occupy the threads kube-scheduler's calls need. The server is waitress
 reads every request completely before a worker thread sees it, so a client that sends one byte
 a minute holds a connection, not a thread; a request not complete within
 ``EXTENDER_READ_TIMEOUT_SECONDS`` is dropped, and connections are bounded in all and per client
-address. Why this and not gunicorn: docs/adr/0005-extender-server.md.
+address. Why this and not gunicorn: docs/adr/0005-extender-server.md. With
+``EXTENDER_TLS_CERT_FILE`` it serves HTTPS, optionally requiring client certificates
+(extender.tls).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from extender import refresh
 from extender.handler import PREFIX
 from extender.handler import application as extender_application
 from extender.health import wsgi_routes
+from extender.tls import CLIENT_ALLOWED, TlsChannel, TlsSettings, server_context
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +41,8 @@ def application(environ: dict, start_response: StartResponse) -> Iterable[bytes]
     """Route one request to the extender or a probe; anything else is a JSON 404."""
     path = environ.get("PATH_INFO", "")
     if path.startswith(PREFIX) or path == PREFIX.rstrip("/"):
+        if environ.get(CLIENT_ALLOWED, True) is False:
+            return _refuse_client(start_response)
         return extender_application(environ, start_response)
     route = wsgi_routes.get(path)
     if route is not None:
@@ -50,10 +55,26 @@ def application(environ: dict, start_response: StartResponse) -> Iterable[bytes]
     return [body]
 
 
+def _refuse_client(start_response: StartResponse) -> Iterable[bytes]:
+    body = orjson.dumps(
+        {
+            "Error": "the extender's verbs need a client certificate signed by "
+            "EXTENDER_TLS_CLIENT_CA_FILE (with one of EXTENDER_TLS_CLIENT_NAMES, when set)"
+        }
+    )
+    start_response(
+        "403 Forbidden", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+    )
+    return [body]
+
+
 class ExtenderServer(TcpWSGIServer):
     """waitress's TCP server, refusing connections beyond a per-client-address limit."""
 
     per_client_limit = 0  # 0: no limit
+    tls_context = None  # an ssl.SSLContext when serving HTTPS (channel_class is then TlsChannel)
+    tls_client_names: frozenset[str] = frozenset()
+    tls_requires_client = False
 
     def handle_accept(self) -> None:
         try:
@@ -93,8 +114,13 @@ def create(
     max_connections: int,
     per_client: int,
     max_body_bytes: int,
+    tls: TlsSettings | None = None,
 ) -> ExtenderServer:
-    """A bound, not yet running server (``port`` 0 picks a free one: ``server.effective_port``)."""
+    """A bound, not yet running server (``port`` 0 picks a free one: ``server.effective_port``).
+
+    With ``tls`` it serves HTTPS; unreadable or mismatched files raise ``ssl.SSLError`` or
+    ``OSError`` here, before anything is served."""
+    context = server_context(tls) if tls is not None and tls.enabled else None
     adj = Adjustments(
         host=host,
         port=port,
@@ -108,6 +134,7 @@ def create(
         ident="policy-portal-extender",
         asyncore_use_poll=True,
         backlog=2048,
+        url_scheme="https" if context is not None else "http",
     )
     dispatcher = ThreadedTaskDispatcher()
     dispatcher.set_thread_count(adj.threads)
@@ -116,6 +143,11 @@ def create(
         application, {}, True, None, dispatcher=dispatcher, adj=adj, sockinfo=sockinfo
     )
     server.per_client_limit = per_client
+    if context is not None and tls is not None:
+        server.tls_context = context
+        server.tls_client_names = tls.client_names
+        server.tls_requires_client = bool(tls.client_ca_file)
+        server.channel_class = TlsChannel
     return server
 
 

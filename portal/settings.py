@@ -260,11 +260,18 @@ EXTENDER_THREADS = env_int("EXTENDER_THREADS", 8)
 EXTENDER_READ_TIMEOUT_SECONDS = env_int("EXTENDER_READ_TIMEOUT_SECONDS", 5)
 EXTENDER_MAX_CONNECTIONS = env_int("EXTENDER_MAX_CONNECTIONS", 500)
 EXTENDER_MAX_CONNECTIONS_PER_CLIENT = env_int("EXTENDER_MAX_CONNECTIONS_PER_CLIENT", 32)
-# Who may call the extender (comma-separated CIDRs; empty: anyone who reaches the port) and
-# who may call its bind verb (empty: the same list). docs/threat-model.md.
 # A sync that would remove more than this share of a cluster's nodes (always: all of them) is
 # held for an operator's confirmation instead of applied (inventory.guard).
 INVENTORY_MAX_REMOVAL_SHARE = float(os.environ.get("INVENTORY_MAX_REMOVAL_SHARE", "0.5"))
+# HTTPS for the extender's own server: its certificate and key, and the CA that signs the
+# client certificates it then requires (kube-scheduler's tlsConfig certFile/keyFile),
+# optionally narrowed to certificates with one of these comma-separated common or DNS names.
+EXTENDER_TLS_CERT_FILE = os.environ.get("EXTENDER_TLS_CERT_FILE", "").strip()
+EXTENDER_TLS_KEY_FILE = os.environ.get("EXTENDER_TLS_KEY_FILE", "").strip()
+EXTENDER_TLS_CLIENT_CA_FILE = os.environ.get("EXTENDER_TLS_CLIENT_CA_FILE", "").strip()
+EXTENDER_TLS_CLIENT_NAMES = os.environ.get("EXTENDER_TLS_CLIENT_NAMES", "").strip()
+# Who may call the extender (comma-separated CIDRs; empty: anyone who reaches the port) and
+# who may call its bind verb (empty: the same list). docs/threat-model.md.
 EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")
 EXTENDER_BIND_ALLOWED_CIDRS = os.environ.get("EXTENDER_BIND_ALLOWED_CIDRS", "")
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)

@@ -25,6 +25,7 @@ from extender.scheduler_config import (
     external_url_warnings,
     parse_options,
     scheduler_configuration,
+    tls_warnings,
 )
 from inventory.models import Cluster
 from policies.models import LabelAssignment, Policy
@@ -169,6 +170,10 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
         )
         warnings = external_url_warnings(
             options.base_url, configured=configured or bool(request.query_params.get("base_url"))
+        ) + tls_warnings(
+            options,
+            serves_tls=bool(settings.EXTENDER_TLS_CERT_FILE),
+            requires_client_certificate=bool(settings.EXTENDER_TLS_CLIENT_CA_FILE),
         )
         bundle = options.bundle
         if bundle == "second-scheduler":

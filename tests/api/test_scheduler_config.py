@@ -247,3 +247,28 @@ def test_url_prefix_from_the_setting_or_a_warning(viewer, settings):
     )
     settings.EXTENDER_EXTERNAL_URL = "http://127.0.0.1:8001"
     assert "loopback" in viewer.get(URL.format("prod"))["Warning"]
+
+
+def test_the_stanza_is_checked_against_the_extender_servers_tls(viewer, settings):
+    make_cluster("prod")
+    settings.EXTENDER_TLS_CERT_FILE = "/etc/portal/tls/tls.crt"
+    settings.EXTENDER_TLS_CLIENT_CA_FILE = "/etc/portal/tls/clients-ca.crt"
+    settings.EXTENDER_EXTERNAL_URL = "http://policy-portal-extender.policy-portal.svc:8001"
+    plain = viewer.get(URL.format("prod"))
+    assert "must be an https:// URL" in plain["Warning"]
+    assert "requires a client certificate" in plain["Warning"]
+    settings.EXTENDER_EXTERNAL_URL = "https://policy-portal-extender.policy-portal.svc:8001"
+    matching = viewer.get(
+        URL.format("prod")
+        + "?format=json&tls_ca_file=/etc/kubernetes/portal/ca.crt"
+        + "&tls_cert_file=/etc/kubernetes/portal/client.crt"
+        + "&tls_key_file=/etc/kubernetes/portal/client.key"
+    )
+    assert "Warning" not in matching
+    (stanza,) = matching.json()["extenders"]
+    assert stanza["enableHTTPS"] is True
+    assert stanza["tlsConfig"] == {
+        "certFile": "/etc/kubernetes/portal/client.crt",
+        "keyFile": "/etc/kubernetes/portal/client.key",
+        "caFile": "/etc/kubernetes/portal/ca.crt",
+    }

@@ -243,3 +243,25 @@ def test_the_migration_job_runs_the_entrypoint_with_migrations_and_the_admin_sec
     assert env["PORTAL_MIGRATE"]["value"] == "true"
     secret = env["PORTAL_ADMIN_PASSWORD"]["valueFrom"]["secretKeyRef"]
     assert secret == {"name": "policy-portal-admin", "key": "password", "optional": True}
+
+
+def test_production_serves_the_extender_over_tls_with_client_certificates() -> None:
+    objects = build("production")
+    kinds = by_kind(objects)
+    extender = kinds["Deployment"]["policy-portal-extender"]["spec"]["template"]["spec"]
+    (container,) = extender["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    for setting in (
+        "EXTENDER_TLS_CERT_FILE",
+        "EXTENDER_TLS_KEY_FILE",
+        "EXTENDER_TLS_CLIENT_CA_FILE",
+    ):
+        assert env[setting].startswith(mounts["tls"] + "/"), setting
+    assert env["EXTENDER_TLS_CLIENT_NAMES"] == "system:kube-scheduler"
+    (volume,) = (v for v in extender["volumes"] if v["name"] == "tls")
+    assert volume["secret"]["secretName"] == "policy-portal-extender-tls"
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"]["scheme"] == "HTTPS"
+    (config,) = (c for c in kinds["ConfigMap"].values() if "EXTENDER_EXTERNAL_URL" in c["data"])
+    assert config["data"]["EXTENDER_EXTERNAL_URL"].startswith("https://")

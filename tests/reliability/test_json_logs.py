@@ -17,7 +17,7 @@ REQUEST_ID = "0f6c3b0e8f2d4c1a9b7e5d3c1a2b4c6d"
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[PortalServer]:
-    (host, port), db = shared_database_target()
+    (_, port), db = shared_database_target()
     started = PortalServer(
         env={"DATABASE_URL": database_url(db, port), "LOG_FORMAT": "json", "ALLOWED_HOSTS": "*"},
         workdir=tmp_path,
@@ -54,6 +54,7 @@ def test_every_line_is_json_and_the_request_id_ties_them_together(server: Portal
     assert '"GET /api/v1/policies/ HTTP/1.1" 401' in access[0]
     # A header that is not a UUID is replaced by a new id, never written to the log as given.
     replaced = access[1].rsplit("request_id=", 1)[1]
-    assert len(replaced) == 32 and replaced != REQUEST_ID
+    assert len(replaced) == 32
+    assert replaced != REQUEST_ID
     assert app[1]["request_id"] == replaced
     assert "bad id" not in server.log_path.read_text()

@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from extender import server
+from extender.tls import TlsSettings
+
+
+def tls_settings() -> TlsSettings:
+    """The extender's TLS settings; a CommandError names what is inconsistent."""
+    names = frozenset(
+        name.strip() for name in settings.EXTENDER_TLS_CLIENT_NAMES.split(",") if name.strip()
+    )
+    tls = TlsSettings(
+        cert_file=settings.EXTENDER_TLS_CERT_FILE,
+        key_file=settings.EXTENDER_TLS_KEY_FILE,
+        client_ca_file=settings.EXTENDER_TLS_CLIENT_CA_FILE,
+        client_names=names,
+    )
+    problems = tls.problems()
+    if problems:
+        raise CommandError("; ".join(problems))
+    return tls
 
 
 def parse_bind(bind: str) -> tuple[str, int]:
@@ -38,20 +57,33 @@ class Command(BaseCommand):
         host, port = parse_bind(options["bind"])
         if options["threads"] < 1:
             raise CommandError("--threads must be at least 1")
+        tls = tls_settings()
         ready = server.warm_up()
-        instance = server.create(
-            host=host,
-            port=port,
-            threads=options["threads"],
-            read_timeout=settings.EXTENDER_READ_TIMEOUT_SECONDS,
-            max_connections=settings.EXTENDER_MAX_CONNECTIONS,
-            per_client=settings.EXTENDER_MAX_CONNECTIONS_PER_CLIENT,
-            max_body_bytes=settings.EXTENDER_MAX_BODY_BYTES,
-        )
+        try:
+            instance = server.create(
+                host=host,
+                port=port,
+                threads=options["threads"],
+                read_timeout=settings.EXTENDER_READ_TIMEOUT_SECONDS,
+                max_connections=settings.EXTENDER_MAX_CONNECTIONS,
+                per_client=settings.EXTENDER_MAX_CONNECTIONS_PER_CLIENT,
+                max_body_bytes=settings.EXTENDER_MAX_BODY_BYTES,
+                tls=tls,
+            )
+        except (ssl.SSLError, OSError) as exc:
+            if tls.enabled and not isinstance(exc, PermissionError | ConnectionError):
+                raise CommandError(f"cannot serve TLS with the configured files: {exc}") from exc
+            raise
+        scheme = "https" if tls.enabled else "http"
+        clients = ""
+        if tls.client_ca_file:
+            clients = ", client certificates required"
+            if tls.client_names:
+                clients += f" ({', '.join(sorted(tls.client_names))})"
         state = "snapshot loaded" if ready else "no snapshot yet (answering 503 until one loads)"
         self.stdout.write(
-            f"extender listening on http://{host}:{instance.effective_port}/ "
-            f"({options['threads']} threads, {state})",
+            f"extender listening on {scheme}://{host}:{instance.effective_port}/ "
+            f"({options['threads']} threads{clients}, {state})",
         )
         self.stdout.flush()
         server.run(instance)

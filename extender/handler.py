@@ -189,11 +189,28 @@ def application(environ: dict, start_response: StartResponse) -> Iterable[bytes]
         observe.record_error(verb, cluster_name, "internal")
         message = f"internal error in the extender ({type(exc).__name__}); see the portal's log"
         return _respond(start_response, 500, orjson.dumps({"Error": message}))
-    result = _respond(start_response, 200, reply.body)
+    headers = [*_JSON_HEADERS, ("Content-Length", str(len(reply.body)))]
+    start_response("200 OK", headers)
     record = reply.record
     record.duration_seconds = time.perf_counter() - started
-    try:
-        observe.record_call(record)
-    except Exception:  # reporting must never cost the scheduler its answer
-        logger.exception("recording an extender call failed")
-    return result
+    return _Answered(reply.body, record)
+
+
+class _Answered(list[bytes]):
+    """The reply body, and the call's record reported when the server closes the response.
+
+    PEP 3333 servers call ``close()`` once the body has been sent, so metrics and the decision
+    log are kept after kube-scheduler has its answer, not before it.
+    """
+
+    __slots__ = ("record",)
+
+    def __init__(self, body: bytes, record: observe.CallRecord) -> None:
+        super().__init__((body,))
+        self.record = record
+
+    def close(self) -> None:
+        try:
+            observe.record_call(self.record)
+        except Exception:  # reporting must never cost the scheduler its answer
+            logger.exception("recording an extender call failed")

@@ -8,6 +8,7 @@ decision log is queued and written in batches by a background thread).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from extender import decisions, metrics, refresh
@@ -41,6 +42,14 @@ class CallRecord:
     dry_run_rejected: list[tuple[str, str]] = field(default_factory=list)
     # (host, score), best first, capped
     top_scores: list[tuple[str, int]] = field(default_factory=list)
+    # What is left to work out once the answer is sent (the verb fills the fields above);
+    # record_call runs it first.
+    finish: Callable[[CallRecord], None] | None = None
+
+    def complete(self) -> None:
+        finish, self.finish = self.finish, None
+        if finish is not None:
+            finish(self)
 
 
 def record_call(call: CallRecord) -> None:
@@ -50,6 +59,7 @@ def record_call(call: CallRecord) -> None:
     raises, since the response is already built and must still be sent.
     """
     try:
+        call.complete()
         metrics.observe_call(call)
         decisions.submit(call)
     except Exception:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice, repeat
 from typing import Any
 
@@ -34,6 +35,7 @@ from policies.engine.evaluate import (
     FilterOutcome,
     PolicySetTable,
     RuleKey,
+    dry_run_rejections,
     filter_names,
 )
 from policies.engine.facts import NodeFacts, node_facts
@@ -105,7 +107,12 @@ def _count_reasons(rejected: dict[str, str], table: PolicySetTable) -> dict[Rule
     return {rules[reason]: times for reason, times in by_reason.items() if reason in rules}
 
 
-def _note_filter(record: CallRecord, outcome: FilterOutcome, table: PolicySetTable) -> None:
+def _note_filter(
+    names: Sequence[str], outcome: FilterOutcome, table: PolicySetTable, record: CallRecord
+) -> None:
+    """What the log and the metrics keep of a filter, worked out after the answer is sent
+    (``CallRecord.finish``): the dry-run verdicts, the counts per rule, the first nodes."""
+    outcome.dry_run_rejected = dry_run_rejections(table, names, outcome.rejected)
     rejected = outcome.rejected
     if rejected:
         record.rejected = list(islice(rejected.items(), MAX_RECORDED_NODES))
@@ -258,7 +265,11 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
     if names is not None:
         table = names_table(cluster, pod)
         outcome = filter_names(
-            table, names, unknown_node_action=cluster.unknown_node_action, cluster=cluster.name
+            table,
+            names,
+            unknown_node_action=cluster.unknown_node_action,
+            cluster=cluster.name,
+            dry_run=False,
         )
         body = orjson.dumps(
             {
@@ -274,7 +285,9 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
         assert nodes is not None
         table = full_table(cluster, pod, nodes)
         node_names = [node.name for node in nodes]
-        outcome = filter_names(table, node_names, unknown_node_action=ALLOW, cluster=cluster.name)
+        outcome = filter_names(
+            table, node_names, unknown_node_action=ALLOW, cluster=cluster.name, dry_run=False
+        )
         reject = table.reject
         kept = [node.raw for node in nodes if reject.get(node.name) is None]
         body = b"".join(
@@ -287,8 +300,9 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
             )
         )
         record = _record("filter", cluster, snapshot, "full", pod, len(nodes), 0, table)
+        names = node_names
     record.nodes_out = len(outcome.passed)
-    _note_filter(record, outcome, table)
+    record.finish = partial(_note_filter, names, outcome, table)
     return Reply(body, record)
 
 
@@ -323,11 +337,13 @@ def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Rep
     pod = wire.decode_pod(fields)
     candidates = wire.decode_victims(fields)
     table = names_table(cluster, pod)
+    names = list(candidates)
     outcome = filter_names(
         table,
-        list(candidates),
+        names,
         unknown_node_action=cluster.unknown_node_action,
         cluster=cluster.name,
+        dry_run=False,
     )
     rejected = outcome.rejected
     kept = {
@@ -337,7 +353,7 @@ def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Rep
     }
     body = orjson.dumps({"NodeNameToMetaVictims": kept})
     record = _record("preempt", cluster, snapshot, "names", pod, len(candidates), len(kept), table)
-    _note_filter(record, outcome, table)
+    record.finish = partial(_note_filter, names, outcome, table)
     return Reply(body, record)
 
 

@@ -275,9 +275,17 @@ class FilterOutcome:
 
 
 def filter_names(
-    table: PolicySetTable, names: Sequence[str], *, unknown_node_action: str, cluster: str
+    table: PolicySetTable,
+    names: Sequence[str],
+    *,
+    unknown_node_action: str,
+    cluster: str,
+    dry_run: bool = True,
 ) -> FilterOutcome:
-    """Filter the request's node names; unknown names follow ``unknown_node_action``."""
+    """Filter the request's node names; unknown names follow ``unknown_node_action``.
+
+    ``dry_run=False`` leaves ``dry_run_rejected`` empty: the extender answers first and asks
+    :func:`dry_run_rejections` afterwards, since kube-scheduler never sees it."""
     # This runs for every pod the scheduler places. One lookup per name in the reject map says
     # everything (None: passes; a reason: rejected; UNKNOWN: not in the inventory), so a plain
     # loop beats several C-level passes (set filters, compress, zips) over the same names: the
@@ -304,6 +312,15 @@ def filter_names(
             for name, reason in rejected.items():
                 if reason is UNKNOWN:
                     rejected[name] = unknown
+    dry_run_rejected = dry_run_rejections(table, names, rejected) if dry_run else {}
+    return FilterOutcome(passed, rejected, dry_run_rejected)
+
+
+def dry_run_rejections(
+    table: PolicySetTable, names: Sequence[str], rejected: dict[str, str]
+) -> dict[str, str]:
+    """What the dry-run policies would reject among ``names``, in request order, in detail;
+    ``rejected`` is what the enforced policies rejected (``FilterOutcome.rejected``)."""
     dry_run_rejected: dict[str, str] = {}
     dry_reject = table.dry_reject
     if dry_reject:
@@ -319,7 +336,7 @@ def filter_names(
             reason = dry(name)
             if reason:
                 dry_run_rejected[name] = reason
-    return FilterOutcome(passed, rejected, dry_run_rejected)
+    return dry_run_rejected
 
 
 def score_names(table: PolicySetTable, names: Sequence[str]) -> list[int]:

@@ -78,6 +78,8 @@ def call(
         environ["CONTENT_LENGTH"] = str(len(data)) if content_length is None else content_length
     result = application(environ, start_response)
     out = b"".join(result)
+    if hasattr(result, "close"):  # as a WSGI server does once the body is sent
+        result.close()
     return Response(captured["status"], captured["headers"], out)
 
 

@@ -60,6 +60,16 @@ def policy(name: str = "p", *, filters: list | None = None, weights: list | None
     return policy_create(actor=None, data=data)
 
 
+def completed(records: list[CallRecord]):
+    """A stand-in for observe.record_call that keeps each record, completed as it would be."""
+
+    def keep(record: CallRecord) -> None:
+        record.complete()
+        records.append(record)
+
+    return keep
+
+
 def run_filter(names: list[str] | None = None, pod: dict | None = None, cluster: str = "sem"):
     body = {"Pod": pod or POD, "NodeNames": NODES if names is None else names}
     response = call(f"/extender/{cluster}/filter", body)
@@ -152,7 +162,7 @@ def test_wire_reason_names_policy_and_rule_the_log_adds_the_observed_value(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch, rule: dict, node: str, detail: str
 ) -> None:
     records: list[CallRecord] = []
-    monkeypatch.setattr(observe, "record_call", records.append)
+    monkeypatch.setattr(observe, "record_call", completed(records))
     policy("p", filters=[rule])
     reload()
     wire_reason = detail.rsplit(" (", 1)[0]
@@ -221,7 +231,7 @@ def test_dry_run_never_changes_the_response(
     )
     reload()
     records: list[CallRecord] = []
-    monkeypatch.setattr(observe, "record_call", records.append)
+    monkeypatch.setattr(observe, "record_call", completed(records))
     assert call("/extender/sem/filter", {"Pod": POD, "NodeNames": NODES}).body == before_filter
     assert run_prioritize() == before_scores
     assert records[0].dry_run_rejections_by_rule == {("trial", "label: gpu In [A100]"): 3}
@@ -236,7 +246,7 @@ def test_call_record_counts_rejections_per_rule(
     policy("a", filters=[label("gpu", "Exists"), condition("Ready", "True")])
     reload()
     records: list[CallRecord] = []
-    monkeypatch.setattr(observe, "record_call", records.append)
+    monkeypatch.setattr(observe, "record_call", completed(records))
     run_filter()
     (record,) = records
     assert (record.verb, record.cluster, record.mode) == ("filter", "sem", "names")

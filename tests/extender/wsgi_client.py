@@ -24,5 +24,8 @@ def call_wsgi(
         "wsgi.input": io.BytesIO(b""),
         "wsgi.url_scheme": "http",
     }
-    body = b"".join(app(environ, start_response))
+    result = app(environ, start_response)
+    body = b"".join(result)
+    if hasattr(result, "close"):  # as a WSGI server does once the body is sent
+        result.close()
     return captured["status"], captured["headers"], body

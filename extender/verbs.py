@@ -126,6 +126,11 @@ def _note_filter(
         record.dry_run_rejections_by_rule = _count_rules(dry, table.dry_reject_rule_ids, table)
 
 
+def _note_scores(names: Sequence[str], scores: list[int], record: CallRecord) -> None:
+    """The best scores for the log, worked out after the answer is sent."""
+    record.top_scores = _top_scores(names, scores)
+
+
 def _top_scores(names: Sequence[str], scores: list[int]) -> list[tuple[str, int]]:
     # Scores are 0..10: find the best ones by value with list.index (C speed) instead of
     # sorting every node of a large request.
@@ -326,7 +331,7 @@ def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> 
     if body is None:
         body = encode_priorities(names, scores, cluster.host_prefixes if mode == "names" else {})
     record = _record("prioritize", cluster, snapshot, mode, pod, len(names), len(names), table)
-    record.top_scores = _top_scores(names, scores)
+    record.finish = partial(_note_scores, names, scores)
     return Reply(body, record)
 
 

@@ -41,7 +41,10 @@ def node_facts(
     ``conditions`` is either ``{type: status}`` or a v1 condition list (``[{type, status}]``).
     """
     observed = labels or {}
-    effective = effective_labels(name, observed, assignments) if assignments else dict(observed)
+    effective = effective_labels(name, observed, assignments) if assignments else observed
+    # Thousands of nodes repeat the same keys and most values (zones, instance types): one
+    # shared string each keeps a snapshot's facts small.
+    effective = {_shared(key): _shared(value) for key, value in effective.items()}
     if conditions is None:
         statuses: dict[str, str] = {}
     elif isinstance(conditions, Mapping):
@@ -52,7 +55,13 @@ def node_facts(
             for c in conditions
             if isinstance(c, Mapping) and isinstance(c.get("type"), str)
         }
-    return NodeFacts(name, effective, dict(allocatable or {}), statuses)
+    shared_allocatable = {_shared(key): value for key, value in (allocatable or {}).items()}
+    statuses = {_shared(key): _shared(value) for key, value in statuses.items()}
+    return NodeFacts(name, effective, shared_allocatable, statuses)
+
+
+def _shared(text: Any) -> Any:
+    return sys.intern(text) if type(text) is str else text
 
 
 def _value(facts: NodeFacts, column: Column) -> Any:

@@ -17,7 +17,7 @@ from django.utils.html import format_html, format_html_join
 from extender.models import Decision
 
 
-def _table(headers: tuple[str, str], rows: list, empty: str) -> str:
+def _table(headers: tuple[str, str], rows: list[Any], empty: str) -> str:
     if not rows:
         return empty
     body = format_html_join(
@@ -80,7 +80,7 @@ class NodeFilter(admin.SimpleListFilter):
 
 
 @admin.register(Decision)
-class DecisionAdmin(admin.ModelAdmin):
+class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscriptable at runtime
     list_display = (
         "created_at",
         "cluster",

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from extender.scheduler_config import CONFIG_FILE, SchedulerConfigOptions, scheduler_configuration
 from portal.api.formats import yaml_dump
@@ -24,15 +25,15 @@ KUBEADM_API_VERSION = "kubeadm.k8s.io/v1beta4"
 SECURE_PORT = 10259
 
 
-def config_text(config: dict) -> str:
+def config_text(config: dict[str, Any]) -> str:
     """The configuration file exactly as it is shipped (the checksum covers these bytes)."""
     return yaml_dump(config)
 
 
-def _rbac(name: str, ns: str, labels: dict, meta: dict) -> list[dict]:
+def _rbac(name: str, ns: str, labels: dict[str, Any], meta: dict[str, Any]) -> list[dict[str, Any]]:
     subjects = [{"kind": "ServiceAccount", "name": name, "namespace": ns}]
 
-    def cluster_binding(suffix: str, role: str) -> dict:
+    def cluster_binding(suffix: str, role: str) -> dict[str, Any]:
         return {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
@@ -97,8 +98,8 @@ def _rbac(name: str, ns: str, labels: dict, meta: dict) -> list[dict]:
     ]
 
 
-def _container(options: SchedulerConfigOptions, mount: str) -> dict:
-    def probe(path: str) -> dict:
+def _container(options: SchedulerConfigOptions, mount: str) -> dict[str, Any]:
+    def probe(path: str) -> dict[str, Any]:
         return {"httpGet": {"path": path, "port": SECURE_PORT, "scheme": "HTTPS"}}
 
     return {
@@ -126,7 +127,9 @@ def _container(options: SchedulerConfigOptions, mount: str) -> dict:
     }
 
 
-def second_scheduler_bundle(cluster_name: str, options: SchedulerConfigOptions) -> list[dict]:
+def second_scheduler_bundle(
+    cluster_name: str, options: SchedulerConfigOptions
+) -> list[dict[str, Any]]:
     """ServiceAccount, RBAC, ConfigMap, Deployment and PodDisruptionBudget of a second
     kube-scheduler that follows the policies."""
     name, ns = options.scheduler_name, options.namespace
@@ -199,7 +202,7 @@ def second_scheduler_bundle(cluster_name: str, options: SchedulerConfigOptions) 
     ]
 
 
-def kubeadm_bundle(cluster_name: str, options: SchedulerConfigOptions) -> list[dict]:
+def kubeadm_bundle(cluster_name: str, options: SchedulerConfigOptions) -> list[dict[str, Any]]:
     """The default scheduler's configuration for a kubeadm control plane, and the kubeadm
     ClusterConfiguration fragment that makes its static pod read it."""
     config = scheduler_configuration(

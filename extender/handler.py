@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import orjson
 from django.conf import settings
@@ -116,7 +117,7 @@ def _cluster(snapshot: Snapshot, name: str | None) -> ClusterSnapshot:
     return cluster
 
 
-def _read_body(environ: dict) -> bytes:
+def _read_body(environ: dict[str, Any]) -> bytes:
     stream = environ["wsgi.input"]
     declared = environ.get("CONTENT_LENGTH") or ""
     if declared:
@@ -154,7 +155,7 @@ def _too_large(size: str) -> WireError:
     )
 
 
-def application(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
+def application(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
     """Serve one extender call."""
     ensure_started()
     started = time.perf_counter()

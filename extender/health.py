@@ -19,13 +19,13 @@ from extender import decisions, metrics, refresh
 logger = logging.getLogger(__name__)
 
 StartResponse = Callable[..., Any]
-WsgiApp = Callable[[dict, StartResponse], Iterable[bytes]]
+WsgiApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
 
 ALLOWED_METHODS = ("GET", "HEAD")
 
 
 def _respond(
-    environ: dict,
+    environ: dict[str, Any],
     start_response: StartResponse,
     status: str,
     body: bytes,
@@ -42,11 +42,15 @@ def _respond(
     return [] if environ.get("REQUEST_METHOD") == "HEAD" else [body]
 
 
-def _json(environ: dict, start_response: StartResponse, status: str, data: Any) -> list[bytes]:
+def _json(
+    environ: dict[str, Any], start_response: StartResponse, status: str, data: Any
+) -> list[bytes]:
     return _respond(environ, start_response, status, orjson.dumps(data), "application/json")
 
 
-def _method_not_allowed(environ: dict, start_response: StartResponse) -> list[bytes] | None:
+def _method_not_allowed(
+    environ: dict[str, Any], start_response: StartResponse
+) -> list[bytes] | None:
     method = environ.get("REQUEST_METHOD", "GET")
     if method in ALLOWED_METHODS:
         return None
@@ -61,7 +65,7 @@ def _method_not_allowed(environ: dict, start_response: StartResponse) -> list[by
     )
 
 
-def healthz(environ: dict, start_response: StartResponse) -> list[bytes]:
+def healthz(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
     """Liveness: 200 while the process can answer at all."""
     refused = _method_not_allowed(environ, start_response)
     if refused is not None:
@@ -77,7 +81,7 @@ def _change_feed(refresher: refresh.SnapshotRefresher | None) -> str | None:
     return f"disconnected, polling only ({refresher.redis_error or 'connecting'})"
 
 
-def readyz(environ: dict, start_response: StartResponse) -> list[bytes]:
+def readyz(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
     """Readiness: 200 when a snapshot is loaded and known current, else 503 saying why."""
     refused = _method_not_allowed(environ, start_response)
     if refused is not None:
@@ -95,7 +99,7 @@ def readyz(environ: dict, start_response: StartResponse) -> list[bytes]:
     return _json(environ, start_response, code, body)
 
 
-def metrics_app(environ: dict, start_response: StartResponse) -> list[bytes]:
+def metrics_app(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
     """Prometheus exposition of every worker's metrics (merged in multiprocess mode)."""
     refused = _method_not_allowed(environ, start_response)
     if refused is not None:

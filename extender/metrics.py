@@ -20,7 +20,7 @@ import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -185,7 +185,7 @@ def _adder(child: Any) -> Adder:
     memory-mapped alike. Falls back to the public method if the client's layout differs.
     """
     inc = getattr(getattr(child, "_value", None), "inc", None)
-    return inc if callable(inc) else child.inc
+    return cast(Adder, inc if callable(inc) else child.inc)
 
 
 def _observer(child: Any) -> Adder:
@@ -194,7 +194,7 @@ def _observer(child: Any) -> Adder:
     buckets = getattr(child, "_buckets", None)
     bounds = getattr(child, "_upper_bounds", None)
     if total is None or not buckets or not bounds or len(buckets) != len(bounds):
-        return child.observe
+        return cast(Adder, child.observe)
     add_total = total.inc
     # The last bound is +Inf, so bisect_left always lands on a bucket: the first bound
     # >= amount, as Histogram.observe's own scan finds it.
@@ -375,7 +375,7 @@ def scrape_registry() -> CollectorRegistry:
     from prometheus_client import multiprocess
 
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry)
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     registry.register(_inventory_collector)
     registry.register(BUILD_INFO)  # a new registry per scrape
     return registry

@@ -26,13 +26,13 @@ class NativeProfile:
     """What compiled (``required`` ANDed expressions, ``preferred`` weighted terms) and what
     did not, one entry per rule (or per policy when the whole policy cannot compile)."""
 
-    required: list[dict] = field(default_factory=list)
-    preferred: list[dict] = field(default_factory=list)
-    not_compiled: list[dict] = field(default_factory=list)
+    required: list[dict[str, Any]] = field(default_factory=list)
+    preferred: list[dict[str, Any]] = field(default_factory=list)
+    not_compiled: list[dict[str, Any]] = field(default_factory=list)
 
-    def added_affinity(self) -> dict:
+    def added_affinity(self) -> dict[str, Any]:
         """``NodeAffinityArgs.addedAffinity``: empty when nothing compiled."""
-        affinity: dict = {}
+        affinity: dict[str, Any] = {}
         if self.required:
             affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
                 "nodeSelectorTerms": [{"matchExpressions": self.required}]
@@ -41,7 +41,7 @@ class NativeProfile:
             affinity["preferredDuringSchedulingIgnoredDuringExecution"] = self.preferred
         return affinity
 
-    def plugin_config(self) -> list[dict]:
+    def plugin_config(self) -> list[dict[str, Any]]:
         """``pluginConfig`` of the profile: NodeAffinity's arguments, or nothing."""
         affinity = self.added_affinity()
         if not affinity:
@@ -50,7 +50,7 @@ class NativeProfile:
         return [{"name": "NodeAffinity", "args": args}]
 
 
-def _expression(rule: Mapping[str, Any]) -> dict:
+def _expression(rule: Mapping[str, Any]) -> dict[str, Any]:
     expression = {"key": rule["key"], "operator": rule["operator"]}
     if rule.get("values"):
         expression["values"] = list(rule["values"])

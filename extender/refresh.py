@@ -56,7 +56,7 @@ def _read_inventory_sync_times() -> dict[str, float]:
     from inventory.models import Cluster
 
     rows = Cluster.objects.exclude(last_success_at=None).values_list("name", "last_success_at")
-    return {name: synced.timestamp() for name, synced in rows}
+    return {name: synced.timestamp() for name, synced in rows if synced is not None}
 
 
 def _close_db_connections() -> None:
@@ -152,7 +152,8 @@ class SnapshotRefresher:
         holder.from_disk = False
         if self._failing:
             self._failing = False
-            logger.info("snapshot refresh recovered; serving revision %s", holder.snapshot.revision)
+            served = holder.snapshot.revision if holder.snapshot is not None else None
+            logger.info("snapshot refresh recovered; serving revision %s", served)
         return loaded
 
     def _record_failure(self, holder: SnapshotHolder, stage: str, exc: BaseException) -> None:
@@ -217,7 +218,7 @@ class SnapshotRefresher:
                     socket_timeout=5,
                     health_check_interval=15,
                 )
-                pubsub = client.pubsub(ignore_subscribe_messages=True)
+                pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
                 pubsub.subscribe(self.channel)
                 if not self.redis_connected and self.redis_error:
                     logger.info("change feed reconnected to Redis")

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 from urllib.parse import urlsplit
 
 from policies.engine.labels import dns1123_label_errors, dns1123_subdomain_errors, label_key_errors
@@ -149,7 +150,7 @@ class SchedulerConfigOptions:
     tls: TLSFiles = TLSFiles()
 
 
-def _bool(raw: str | None, default: bool, name: str, errors: dict) -> bool:
+def _bool(raw: str | None, default: bool, name: str, errors: dict[str, Any]) -> bool:
     if raw is None or raw == "":
         return default
     if raw.lower() in ("true", "1", "yes"):
@@ -270,9 +271,9 @@ def parse_options(
     )
 
 
-def extender_stanza(cluster_name: str, options: SchedulerConfigOptions) -> dict:
+def extender_stanza(cluster_name: str, options: SchedulerConfigOptions) -> dict[str, Any]:
     """One entry of ``extenders``, with only upstream keys."""
-    stanza: dict = {"urlPrefix": f"{options.base_url}/extender/{cluster_name}"}
+    stanza: dict[str, Any] = {"urlPrefix": f"{options.base_url}/extender/{cluster_name}"}
     for verb in VERBS:
         if verb in options.verbs:
             stanza[f"{verb}Verb"] = verb
@@ -310,11 +311,11 @@ def scheduler_configuration(
     *,
     scheduler_name: str,
     leader: bool,
-    plugin_config: list[dict] | None = None,
-) -> dict:
+    plugin_config: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     """A whole KubeSchedulerConfiguration document using the extender; ``plugin_config`` goes
     into the profile (the native profile's NodeAffinity arguments)."""
-    config: dict = {"apiVersion": API_VERSION, "kind": "KubeSchedulerConfiguration"}
+    config: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "KubeSchedulerConfiguration"}
     if options.kubeconfig:
         # With --config, kube-scheduler ignores --kubeconfig: the file must be named here.
         config["clientConnection"] = {"kubeconfig": options.kubeconfig}
@@ -325,7 +326,7 @@ def scheduler_configuration(
             "resourceName": options.scheduler_name,
             "resourceNamespace": options.namespace,
         }
-    profile: dict = {"schedulerName": scheduler_name}
+    profile: dict[str, Any] = {"schedulerName": scheduler_name}
     if plugin_config:
         profile["pluginConfig"] = plugin_config
     config["profiles"] = [profile]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import ssl
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -37,7 +38,7 @@ StartResponse = Callable[..., object]
 WARMUP_SECONDS = 15.0
 
 
-def application(environ: dict, start_response: StartResponse) -> Iterable[bytes]:
+def application(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
     """Route one request to the extender or a probe; anything else is a JSON 404."""
     path = environ.get("PATH_INFO", "")
     if path.startswith(PREFIX) or path == PREFIX.rstrip("/"):
@@ -68,11 +69,11 @@ def _refuse_client(start_response: StartResponse) -> Iterable[bytes]:
     return [body]
 
 
-class ExtenderServer(TcpWSGIServer):
+class ExtenderServer(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no type hints
     """waitress's TCP server, refusing connections beyond a per-client-address limit."""
 
     per_client_limit = 0  # 0: no limit
-    tls_context = None  # an ssl.SSLContext when serving HTTPS (channel_class is then TlsChannel)
+    tls_context: ssl.SSLContext | None = None  # when serving HTTPS (channel_class: TlsChannel)
     tls_client_names: frozenset[str] = frozenset()
     tls_requires_client = False
 

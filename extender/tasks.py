@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 from celery import shared_task
 from celery.schedules import crontab
@@ -43,8 +44,8 @@ def decisions_purge(*, older_than_days: int, batch_rows: int = PURGE_BATCH_ROWS)
             return deleted_total
 
 
-@shared_task(name="extender.purge_decisions", ignore_result=True)
-def purge_decisions() -> dict:
+@shared_task(name="extender.purge_decisions", ignore_result=True)  # type: ignore[untyped-decorator]
+def purge_decisions() -> dict[str, Any]:
     """Apply ``DECISION_LOG_RETENTION_DAYS``; a run that finds another still going skips."""
     if not cache.add(PURGE_LOCK_KEY, "1", PURGE_LOCK_SECONDS):
         return {"status": "skipped", "reason": "another purge is running"}

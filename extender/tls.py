@@ -92,7 +92,7 @@ def name_allowed(names: Iterable[str], allowed: frozenset[str]) -> bool:
     return not allowed or any(name in allowed for name in names)
 
 
-class TlsTask(WSGITask):
+class TlsTask(WSGITask):  # type: ignore[misc]  # waitress ships no type hints
     """waitress's WSGI task, telling the application whether the client may call the verbs."""
 
     def get_environment(self) -> dict[str, Any]:
@@ -101,7 +101,7 @@ class TlsTask(WSGITask):
         return environ
 
 
-class TlsChannel(HTTPChannel):
+class TlsChannel(HTTPChannel):  # type: ignore[misc]  # waitress ships no type hints
     """waitress's HTTP channel over TLS; the server holds ``tls_context``,
     ``tls_client_names`` and ``tls_requires_client`` (a client CA is configured)."""
 

@@ -22,7 +22,7 @@ try:  # what collections.Counter counts with, in C; the same loop in Python wher
     from _collections import _count_elements
 except ImportError:  # pragma: no cover - CPython has it
 
-    def _count_elements(mapping: dict, iterable: Iterable) -> None:
+    def _count_elements(mapping: dict[Any, int], iterable: Iterable[Any]) -> None:
         for element in iterable:
             mapping[element] = mapping.get(element, 0) + 1
 
@@ -93,6 +93,7 @@ def _count_rules(
     by_id.pop(None, None)  # not rejected by a rule (an unknown node)
     counts: dict[RuleKey, int] = {}
     for ident, times in by_id.items():
+        assert ident is not None  # popped above
         for key in table.rule_sets[ident]:
             counts[key] = counts.get(key, 0) + times
     return counts
@@ -325,14 +326,14 @@ def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> 
         names = [node.name for node in nodes]
         mode = "full"
     scores, dense = table.scores.scores_from_table(names)
-    body = None
+    reply = None
     if dense and mode == "names" and names:
-        body = _dense_priorities(names, table.scores.encoded(cluster.host_prefixes))
-    if body is None:
-        body = encode_priorities(names, scores, cluster.host_prefixes if mode == "names" else {})
+        reply = _dense_priorities(names, table.scores.encoded(cluster.host_prefixes))
+    if reply is None:
+        reply = encode_priorities(names, scores, cluster.host_prefixes if mode == "names" else {})
     record = _record("prioritize", cluster, snapshot, mode, pod, len(names), len(names), table)
     record.finish = partial(_note_scores, names, scores)
-    return Reply(body, record)
+    return Reply(reply, record)
 
 
 def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:

@@ -81,7 +81,7 @@ _STRING = msgspec.json.Decoder(str | None)
 _INT = msgspec.json.Decoder(int | None)
 
 
-def _decode(decoder: msgspec.json.Decoder, raw: Raw | bytes, where: str) -> Any:
+def _decode(decoder: msgspec.json.Decoder[Any], raw: Raw | bytes, where: str) -> Any:
     try:
         return decoder.decode(raw)
     except msgspec.ValidationError as exc:
@@ -321,7 +321,7 @@ def decode_victims(fields: dict[str, Raw]) -> dict[str, Victims]:
     return {}
 
 
-def encode_victims(victims: Victims) -> dict:
+def encode_victims(victims: Victims) -> dict[str, Any]:
     return {
         "Pods": [{"UID": uid} for uid in victims.uids],
         "NumPDBViolations": victims.num_pdb_violations,

@@ -10,7 +10,7 @@ from portal.api.base import ReadOnlyPortalViewSet
 from portal.api.filters import UTCDateTimeFilter
 
 
-class DecisionSerializer(serializers.ModelSerializer):
+class DecisionSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]  # not subscriptable at runtime
     class Meta:
         model = Decision
         fields = [
@@ -34,7 +34,7 @@ class DecisionSerializer(serializers.ModelSerializer):
         ]
 
 
-class DecisionFilterSet(django_filters.FilterSet):
+class DecisionFilterSet(django_filters.FilterSet):  # type: ignore[misc]  # django-filter ships no type hints
     namespace = django_filters.CharFilter(field_name="pod_namespace")
     pod = django_filters.CharFilter(field_name="pod_name")
     verb = django_filters.ChoiceFilter(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
+from typing import cast
 
 from policies.engine.facts import NodeFacts, NodeTable
 from policies.engine.pods import PodFacts
@@ -96,7 +97,11 @@ class ClusterEvaluator:
 
     def __init__(self, policies: Sequence[CompiledPolicy], nodes: Sequence[NodeFacts]) -> None:
         self.policies: tuple[CompiledPolicy, ...] = tuple(policies)
-        columns = [c.column for p in self.policies for c in (*p.filters, *p.weights)]
+        columns = [
+            check.column
+            for p in self.policies
+            for check in cast(tuple[FilterCheck | WeightCheck, ...], (*p.filters, *p.weights))
+        ]
         self.nodes = NodeTable(nodes, columns)
         # Per policy position, per rule: the codes (node values) the rule fails, with reasons.
         self._failing: tuple[tuple[tuple[FilterCheck, dict[int, str]], ...], ...] = tuple(
@@ -112,7 +117,7 @@ class ClusterEvaluator:
             for policy in self.policies
         )
         self._tables: dict[tuple[int, ...], PolicySetTable] = {}
-        self._selections: dict[tuple[str, frozenset], tuple[int, ...]] = {}
+        self._selections: dict[tuple[str, frozenset[tuple[str, str]]], tuple[int, ...]] = {}
         self._allocatable: dict[str, dict[str, int]] = {}
 
     def _judge(self, check: FilterCheck) -> tuple[FilterCheck, dict[int, str]]:

@@ -50,11 +50,11 @@ def node_facts(
     elif isinstance(conditions, Mapping):
         statuses = dict(conditions)
     else:
-        statuses = {
-            c["type"]: c.get("status") if isinstance(c.get("status"), str) else "Unknown"
-            for c in conditions
-            if isinstance(c, Mapping) and isinstance(c.get("type"), str)
-        }
+        statuses = {}
+        for c in conditions:
+            if isinstance(c, Mapping) and isinstance(c.get("type"), str):
+                status = c.get("status")
+                statuses[c["type"]] = status if isinstance(status, str) else "Unknown"
     shared_allocatable = {_shared(key): value for key, value in (allocatable or {}).items()}
     statuses = {_shared(key): _shared(value) for key, value in statuses.items()}
     return NodeFacts(name, effective, shared_allocatable, statuses)

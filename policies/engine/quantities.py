@@ -166,7 +166,8 @@ def parse_quantity(s: Any) -> Decimal:
         value = value.copy_negate()
     if value.is_zero():
         return Decimal(0)
-    if value.as_tuple().exponent < _NANO_EXPONENT:
+    exponent_now = value.as_tuple().exponent
+    if isinstance(exponent_now, int) and exponent_now < _NANO_EXPONENT:
         # Go keeps nano precision and rounds anything finer away from zero.
         context.traps[Inexact] = False
         value = value.quantize(_NANO, rounding=ROUND_UP, context=context)
@@ -194,18 +195,19 @@ def to_base_units(resource: str, s: Any) -> int:
     sign, digit_tuple, exponent = parse_quantity(s).as_tuple()
     if not any(digit_tuple):
         return 0
+    assert isinstance(exponent, int)  # parse_quantity never returns NaN or infinity
     if resource == "cpu":
         exponent += 3
-    assert isinstance(exponent, int)  # parse_quantity never returns NaN or infinity
     # More than 19 integer digits is beyond int64 whatever the digits are: saturate without
     # building a number that could have millions of digits.
     if len(digit_tuple) + exponent > 19:
         return INT64_MIN if sign else INT64_MAX
     coefficient = int("".join(map(str, digit_tuple)))
+    value: int
     if exponent >= 0:
-        value = coefficient * 10**exponent
+        value = coefficient * pow(10, exponent)
     else:
-        value, remainder = divmod(coefficient, 10**-exponent)
+        value, remainder = divmod(coefficient, pow(10, -exponent))
         if remainder:
             value += 1
     if sign:

@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn, cast
 
 from policies.engine.errors import EngineValidationError
 from policies.engine.globs import compile_glob
@@ -40,7 +40,12 @@ Judge = Callable[[Any], str | None]
 Contribution = Callable[[Any], float]
 
 _PLAIN_NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?")
-_BINARY_SUFFIXES = (("Ei", 1 << 60), ("Pi", 1 << 50), ("Ti", 1 << 40), ("Gi", 1 << 30))
+_BINARY_SUFFIXES: tuple[tuple[str, int], ...] = (
+    ("Ei", 1 << 60),
+    ("Pi", 1 << 50),
+    ("Ti", 1 << 40),
+    ("Gi", 1 << 30),
+)
 _BINARY_SUFFIXES += (("Mi", 1 << 20), ("Ki", 1 << 10))
 
 
@@ -92,9 +97,13 @@ def format_base_units(resource: str, value: int) -> str:
     return str(value)
 
 
-def _fail(errors: list[tuple[str, str]]) -> None:
+def _check(errors: list[tuple[str, str]]) -> None:
     if errors:
         raise EngineValidationError(errors)
+
+
+def _fail(errors: list[tuple[str, str]]) -> NoReturn:
+    raise EngineValidationError(errors)
 
 
 def _rule_label(rule: Mapping[str, Any], generated: str) -> str:
@@ -105,8 +114,9 @@ def _rule_label(rule: Mapping[str, Any], generated: str) -> str:
 def _label_requirement(rule: Mapping[str, Any]) -> Requirement:
     key, operator = rule.get("key"), rule.get("operator")
     values = tuple(rule.get("values") or ())
-    _fail(requirement_errors(key, operator, values, operators=NODE_OPERATORS))
-    return Requirement(key, operator, values)
+    _check(requirement_errors(key, operator, values, operators=NODE_OPERATORS))
+    # requirement_errors found nothing: key and operator are valid strings.
+    return Requirement(cast(str, key), cast(str, operator), values)
 
 
 def _label_judge(requirement: Requirement) -> Judge:
@@ -177,6 +187,8 @@ def _compile_name_filter(policy: str, rule: Mapping[str, Any]) -> FilterCheck:
     pattern, operator = rule.get("pattern"), rule.get("operator")
     if operator not in ("Matches", "NotMatches"):
         _fail([("operator", "must be Matches or NotMatches")])
+    if not isinstance(pattern, str):
+        _fail([("pattern", "a name pattern is required")])
     try:
         matches = compile_glob(pattern)
     except (EngineValidationError, TypeError, ValueError) as exc:
@@ -213,8 +225,8 @@ def compile_weight_rule(policy: str, rule: Mapping[str, Any]) -> WeightCheck | N
         label = _rule_label(rule, f"label: {requirement.describe()}")
         return WeightCheck(policy, label, (LABEL, key), weight, label_contribution)
     if kind == "label_value":
-        key = rule.get("key")
-        if not isinstance(key, str) or not key:
+        value_key = rule.get("key")
+        if not isinstance(value_key, str) or not value_key:
             _fail([("key", "a label key is required")])
 
         def value_contribution(value: str | None) -> float:
@@ -222,8 +234,8 @@ def compile_weight_rule(policy: str, rule: Mapping[str, Any]) -> WeightCheck | N
                 return 0.0
             return weight * float(value)
 
-        label = _rule_label(rule, f"label_value: {key}")
-        return WeightCheck(policy, label, (LABEL, key), weight, value_contribution)
+        label = _rule_label(rule, f"label_value: {value_key}")
+        return WeightCheck(policy, label, (LABEL, value_key), weight, value_contribution)
     if kind == "resource":
         resource = rule.get("resource")
         if not isinstance(resource, str) or not resource:

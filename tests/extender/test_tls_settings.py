@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 from django.core.management import CommandError, call_command
 
@@ -37,7 +39,7 @@ def test_unreadable_certificate_files_stop_the_server(settings, tmp_path) -> Non
     from extender import server
     from extender.tls import TlsSettings
 
-    with pytest.raises(OSError):  # ssl.SSLError is an OSError
+    with pytest.raises(ssl.SSLError):
         server.create(
             host="127.0.0.1",
             port=0,

@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make run      start the portal (web, worker, beat) on embedded defaults"
 	@echo "make test     run the test suite (PYTEST_ARGS='-k name -x' to narrow it)"
-	@echo "make lint     ruff check, ruff format --check (migrations excluded), import contracts"
+	@echo "make lint     ruff check, ruff format --check (migrations excluded), mypy, import contracts"
 	@echo "make audit    pip-audit of both locks against PyPI's vulnerability data"
 	@echo "make bench    run the benchmarks in bench/"
 	@echo "make screenshots  regenerate docs/images (the README's pictures) with Chromium"
@@ -46,6 +46,7 @@ test: $(DEV_STAMP)
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check --extend-exclude '*/migrations/*' .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 audit: $(DEV_STAMP)

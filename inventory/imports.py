@@ -14,7 +14,8 @@ import yaml
 from django.db import transaction
 from django.utils import timezone
 
-from inventory.models import Cluster, ClusterSource, SyncState
+from inventory import sync_status
+from inventory.models import Cluster, ClusterSource
 from inventory.services import ApplyResult, nodes_apply
 from policies.validation import ContentError
 from portal import limits
@@ -89,15 +90,7 @@ def nodes_import(
             }
         )
     result = nodes_apply(cluster=cluster, objects=objects, replace=not merge)
-    now = timezone.now()
-    Cluster.objects.filter(pk=cluster.pk).update(
-        sync_state=SyncState.OK,
-        sync_started_at=now,
-        sync_finished_at=now,
-        last_success_at=now,
-        sync_error="",
-        **result.status_fields(),
-    )
+    sync_status.succeeded(cluster.pk, result.status_fields(), started_at=timezone.now())
     audit_record(
         actor=actor,
         action=AuditAction.IMPORT,

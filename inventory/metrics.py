@@ -35,11 +35,20 @@ WATCH_RECONNECTS = Counter(
     ["cluster", "reason"],
 )
 
-WATCHER_LEADER = Gauge(
-    "inventory_watcher_leader",
-    "1 while this watcher process holds the watcher lock and watches; 0 while it stands by.",
-    multiprocess_mode="liveall",
-)
+_watcher_leader: Gauge | None = None
+
+
+def watcher_leader() -> Gauge:
+    """``inventory_watcher_leader``, created by the watcher only (other processes importing
+    this module must not report a watcher's state)."""
+    global _watcher_leader
+    if _watcher_leader is None:
+        _watcher_leader = Gauge(
+            "inventory_watcher_leader",
+            "1 while this watcher process holds the watcher lock and watches; 0 while it "
+            "stands by.",
+        )
+    return _watcher_leader
 
 
 class WatchLag:

@@ -14,11 +14,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from inventory import sync_status
 from inventory.models import RESERVED_CLUSTER_NAMES, Cluster, ClusterSource, Node, UnknownNodeAction
 from inventory.node_objects import node_fields
 from policies.engine.labels import dns1123_label_errors, dns1123_subdomain_errors
 from policies.validation import ContentError
-from portal.audit import audit_record
+from portal.audit import record_change
 from portal.models import AuditAction
 from portal.revisions import bump_snapshot_revision
 
@@ -102,14 +103,13 @@ def cluster_create(*, actor: Any, data: Mapping[str, Any]) -> Cluster:
     if cluster.is_default:
         Cluster.objects.filter(is_default=True).update(is_default=False)
     cluster.save()
-    audit_record(
+    record_change(
         actor=actor,
         action=AuditAction.CREATE,
         object_type="cluster",
         object_name=cluster.name,
         after=cluster_content(cluster),
     )
-    bump_snapshot_revision(f"cluster {cluster.name}")
     return cluster
 
 
@@ -142,7 +142,7 @@ def cluster_update(
     _claim_default(locked)
     locked.version += 1
     locked.save()
-    audit_record(
+    record_change(
         actor=actor,
         action=AuditAction.UPDATE,
         object_type="cluster",
@@ -150,7 +150,6 @@ def cluster_update(
         before=before,
         after=cluster_content(locked),
     )
-    bump_snapshot_revision(f"cluster {locked.name}")
     return locked
 
 
@@ -168,14 +167,13 @@ def cluster_delete(*, actor: Any, cluster: Cluster, expected_version: int | None
     for assignment in cluster.label_assignments.all():
         label_assignment_delete(actor=actor, assignment=assignment, force=True)
     cluster.delete()
-    audit_record(
+    record_change(
         actor=actor,
         action=AuditAction.DELETE,
         object_type="cluster",
         object_name=before["name"],
         before=before,
     )
-    bump_snapshot_revision(f"cluster {before['name']}")
 
 
 # --- node inventory -------------------------------------------------------------------------
@@ -269,37 +267,26 @@ def nodes_apply(
     With ``keep_written_since`` (when the list started), nodes written after that moment (by a
     watch event, which is newer than the list) are neither overwritten nor removed.
     """
-    by_name: dict[str, Any] = {}
-    skipped: list[str] = []
-    for i, obj in enumerate(objects):
-        name = object_name(obj)
-        if name is None:
-            skipped.append(f"item {i}: no valid metadata.name")
-        else:
-            by_name[name] = obj
+    by_name, skipped = index_node_objects(objects)
     result = ApplyResult(seen=len(by_name), skipped=skipped)
     now = timezone.now()
     scope = Node.objects.filter(cluster=cluster)
     if not replace and len(by_name) <= _IN_LIST_LIMIT:
         # An upsert of a few nodes (a watch event) must not read the whole inventory.
         scope = scope.filter(name__in=list(by_name))
-    stored = list(scope.values_list("name", "resource_version", "last_seen"))
-    stored_versions = {name: version for name, version, _ in stored}
-    if keep_written_since is not None:
-        newer = {name for name, _, seen in stored if seen >= keep_written_since}
-        by_name = {name: obj for name, obj in by_name.items() if name not in newer}
-        stored_versions = {n: v for n, v in stored_versions.items() if n not in newer}
-    if trust_resource_version:
-        pending = {
-            name: obj
-            for name, obj in by_name.items()
-            if not (
-                (version := _object_resource_version(obj)) and stored_versions.get(name) == version
-            )
-        }
-    else:
-        pending = by_name
-    parsed = {name: _strip_heartbeats(node_fields(obj)[1]) for name, obj in pending.items()}
+    stored = {
+        name: (version, seen)
+        for name, version, seen in scope.values_list("name", "resource_version", "last_seen")
+    }
+    plan = plan_node_changes(
+        stored,
+        by_name,
+        replace=replace,
+        trust_resource_version=trust_resource_version,
+        keep_written_since=keep_written_since,
+    )
+    parsed = plan.parse
+    stored_versions = plan.stored_versions
     known = [name for name in parsed if name in stored_versions]
     rows = Node.objects.filter(cluster=cluster)
     if len(known) <= _IN_LIST_LIMIT:
@@ -324,16 +311,74 @@ def nodes_apply(
             to_update, [*NODE_COMPARED_FIELDS, "resource_version", "last_seen"], batch_size=500
         )
     result.added, result.changed = len(to_create), len(to_update)
-    if replace:
-        gone = [name for name in stored_versions if name not in by_name]
-        for start in range(0, len(gone), _IN_LIST_LIMIT):
-            scope.filter(name__in=gone[start : start + _IN_LIST_LIMIT]).delete()
-        result.removed = len(gone)
-    if resource_version:
-        Cluster.objects.filter(pk=cluster.pk).update(resource_version=resource_version)
+    gone = plan.remove
+    for start in range(0, len(gone), _IN_LIST_LIMIT):
+        scope.filter(name__in=gone[start : start + _IN_LIST_LIMIT]).delete()
+    result.removed = len(gone)
+    sync_status.reached(cluster.pk, resource_version)
     if result.wrote:
         bump_snapshot_revision(f"inventory {cluster.name}")
     return result
+
+
+def index_node_objects(objects: Iterable[Any]) -> tuple[dict[str, Any], list[str]]:
+    """Node objects by name (the last one of a name wins), and why items were skipped."""
+    by_name: dict[str, Any] = {}
+    skipped: list[str] = []
+    for i, obj in enumerate(objects):
+        name = object_name(obj)
+        if name is None:
+            skipped.append(f"item {i}: no valid metadata.name")
+        else:
+            by_name[name] = obj
+    return by_name, skipped
+
+
+@dataclass
+class NodePlan:
+    """What an apply will do, decided before anything is written."""
+
+    # name -> the node's parsed fields, for the nodes to create or compare with their row
+    parse: dict[str, dict[str, Any]]
+    # name -> stored resource version, for the stored nodes the apply may touch
+    stored_versions: dict[str, str]
+    # stored nodes the list no longer has (replace only)
+    remove: list[str]
+
+
+def plan_node_changes(
+    stored: Mapping[str, tuple[str, datetime | None]],
+    incoming: Mapping[str, Any],
+    *,
+    replace: bool,
+    trust_resource_version: bool = False,
+    keep_written_since: datetime | None = None,
+) -> NodePlan:
+    """Decide an apply from the stored nodes (name -> resource version, last written) and the
+    incoming objects by name; reads and writes nothing (``nodes_apply`` explains the options).
+    """
+    stored_versions = {name: version for name, (version, _) in stored.items()}
+    if keep_written_since is not None:
+        newer = {
+            name
+            for name, (_, seen) in stored.items()
+            if seen is not None and seen >= keep_written_since
+        }
+        incoming = {name: obj for name, obj in incoming.items() if name not in newer}
+        stored_versions = {n: v for n, v in stored_versions.items() if n not in newer}
+    if trust_resource_version:
+        pending = {
+            name: obj
+            for name, obj in incoming.items()
+            if not (
+                (version := _object_resource_version(obj)) and stored_versions.get(name) == version
+            )
+        }
+    else:
+        pending = dict(incoming)
+    parse = {name: _strip_heartbeats(node_fields(obj)[1]) for name, obj in pending.items()}
+    remove = [name for name in stored_versions if name not in incoming] if replace else []
+    return NodePlan(parse=parse, stored_versions=stored_versions, remove=remove)
 
 
 @transaction.atomic

@@ -12,20 +12,20 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 from kubernetes import client
 
+from inventory import sync_status
 from inventory.guard import held_reason
 from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
 from inventory.metrics import SYNC_DURATION
-from inventory.models import Cluster, ClusterSource, Node, SyncState
+from inventory.models import Cluster, ClusterSource, Node
 from inventory.node_list import decode_node_list
 from inventory.services import ApplyResult, nodes_apply, object_name
 from portal.audit import audit_record
@@ -35,9 +35,7 @@ from portal.revisions import bump_snapshot_revision
 logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
-# A run that has been "running" this long died without recording its end (worker killed).
-# Longer than the sync task's hard time limit, so a live run is never taken over.
-STALE_RUN_SECONDS = 600
+STALE_RUN_SECONDS = sync_status.STALE_RUN_SECONDS
 
 
 class ClusterGone(Exception):
@@ -98,28 +96,7 @@ def list_nodes(api: client.CoreV1Api, *, page_size: int = PAGE_SIZE) -> tuple[li
 
 def sync_claim(*, cluster_id: int) -> bool:
     """Take the cluster's sync lock (state -> running); False when another run holds it."""
-    now = timezone.now()
-    free = ~Q(sync_state=SyncState.RUNNING) | Q(sync_started_at__isnull=True)
-    stale = Q(sync_started_at__lt=now - timedelta(seconds=STALE_RUN_SECONDS))
-    claimed = (
-        Cluster.objects.filter(pk=cluster_id)
-        .filter(free | stale)
-        .update(sync_state=SyncState.RUNNING, sync_started_at=now)
-    )
-    return bool(claimed)
-
-
-def lock_cluster_row(cluster_id: int) -> None:
-    """Lock the cluster row until the transaction ends (PostgreSQL; SQLite serialises writers)."""
-    list(Cluster.objects.select_for_update().filter(pk=cluster_id).values_list("pk"))
-
-
-def _record_error(cluster_id: int, error: KubeError) -> None:
-    Cluster.objects.filter(pk=cluster_id).update(
-        sync_state=SyncState.ERROR,
-        sync_finished_at=timezone.now(),
-        sync_error=str(error)[:2000],
-    )
+    return sync_status.claim(cluster_id)
 
 
 def _error_for(exc: BaseException) -> KubeError:
@@ -140,14 +117,7 @@ def _apply(
         trust_resource_version=True,
         keep_written_since=list_started_at,
     )
-    finished = timezone.now()
-    Cluster.objects.filter(pk=cluster.pk).update(
-        sync_state=SyncState.OK,
-        sync_finished_at=finished,
-        last_success_at=finished,
-        sync_error="",
-        **applied.status_fields(),
-    )
+    sync_status.succeeded(cluster.pk, applied.status_fields())
     if applied.wrote:
         audit_record(
             actor=None,
@@ -208,12 +178,10 @@ def sync_cluster(
         with transaction.atomic():
             # Serialises with the watcher's batches (it takes the same row lock), and nodes a
             # watch event wrote while this list was in flight are newer than the list: kept.
-            lock_cluster_row(cluster_id)
+            sync_status.lock_row(cluster_id)
             held = "" if confirm_removal else _held_reason(cluster, objects, list_started_at)
             if held:
-                Cluster.objects.filter(pk=cluster_id).update(
-                    sync_state=SyncState.HELD, sync_finished_at=timezone.now(), sync_error=held
-                )
+                sync_status.held(cluster_id, held)
                 # The extender's snapshot carries the sync state (its held gauge reads it).
                 bump_snapshot_revision(f"inventory {cluster.name} held")
             else:
@@ -222,7 +190,7 @@ def sync_cluster(
         error = _error_for(exc)
         SYNC_DURATION.labels(cluster.name, "failed").observe(time.monotonic() - started)
         logger.warning("sync of cluster %s failed: %s", cluster.name, error)
-        _record_error(cluster_id, error)
+        sync_status.failed(cluster_id, error)
         if error is exc:
             raise
         raise error from exc

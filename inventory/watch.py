@@ -26,10 +26,10 @@ from collections.abc import Callable
 from typing import Any
 
 from django.db import DatabaseError, connection, transaction
-from django.utils import timezone
 from kubernetes import client, watch
 
 from inventory import sync as sync_service
+from inventory import sync_status
 from inventory.kube import (
     WATCH_TIMEOUT_SECONDS,
     GoneError,
@@ -276,7 +276,7 @@ class ClusterWatcher:
         now = time.monotonic()
         fresh = now - self._last_fresh >= self.freshness_interval
         with transaction.atomic():
-            sync_service.lock_cluster_row(cluster.pk)
+            sync_status.lock_row(cluster.pk)
             if upserts:
                 nodes_apply(
                     cluster=cluster,
@@ -286,14 +286,8 @@ class ClusterWatcher:
                 )
             for name in deletes:
                 node_delete(cluster=cluster, name=name)
-            status: dict[str, Any] = {}
-            if resource_version:
-                status["resource_version"] = resource_version
-            if fresh:
-                # A live watch (events or bookmarks) keeps the inventory known-current.
-                status["last_success_at"] = timezone.now()
-            if status:
-                Cluster.objects.filter(pk=cluster.pk).update(**status)
+            # A live watch (events or bookmarks) keeps the inventory known-current.
+            sync_status.watched(cluster.pk, resource_version=resource_version or "", fresh=fresh)
         if fresh:
             self._last_fresh = now
         if resource_version:

@@ -23,9 +23,8 @@ from policies.models import (
     WeightRule,
 )
 from policies.validation import ContentError, clean_label_assignment, clean_policy
-from portal.audit import actor_name, audit_record
+from portal.audit import actor_name, record_change
 from portal.models import AuditAction
-from portal.revisions import bump_snapshot_revision
 
 FILTER_RULE_FIELDS = (
     "key",
@@ -193,7 +192,7 @@ def policy_create(*, actor: Any, data: Any, note: str = "", force: bool = False)
     )
     _write_rules(policy, content)
     _store_version(policy, content, actor, note or "created")
-    audit_record(
+    record_change(
         actor=actor,
         action=AuditAction.CREATE,
         object_type="policy",
@@ -201,7 +200,6 @@ def policy_create(*, actor: Any, data: Any, note: str = "", force: bool = False)
         after=content,
         note=note,
     )
-    bump_snapshot_revision(f"policy {policy.name}")
     return policy
 
 
@@ -242,7 +240,7 @@ def policy_update(
     locked.save()
     _write_rules(locked, content)
     _store_version(locked, content, actor, note)
-    audit_record(
+    record_change(
         actor=actor,
         action=action,
         object_type="policy",
@@ -251,7 +249,6 @@ def policy_update(
         after=content,
         note=note,
     )
-    bump_snapshot_revision(f"policy {locked.name}")
     return locked
 
 
@@ -330,14 +327,13 @@ def policy_delete(
     before = policy_content(locked)
     guard_policy_change({locked.name: None}, force=force)
     locked.delete()
-    audit_record(
+    record_change(
         actor=actor,
         action=AuditAction.DELETE,
         object_type="policy",
         object_name=before["name"],
         before=before,
     )
-    bump_snapshot_revision(f"policy {before['name']}")
 
 
 def policy_clone(*, actor: Any, policy: Policy, name: str | None = None) -> Policy:
@@ -432,7 +428,7 @@ def label_assignment_create(
         **_assignment_fields(content), created_by=_user(actor), updated_by=_user(actor)
     )
     _store_assignment_version(assignment, content, actor, note or "created")
-    audit_record(
+    record_change(
         actor=actor,
         action=AuditAction.CREATE,
         object_type="label_assignment",
@@ -440,7 +436,6 @@ def label_assignment_create(
         after=content,
         note=note,
     )
-    bump_snapshot_revision(f"label assignment {assignment.name}")
     return assignment
 
 
@@ -477,7 +472,7 @@ def label_assignment_update(
     locked.updated_by = _user(actor)
     locked.save()
     _store_assignment_version(locked, content, actor, note)
-    audit_record(
+    record_change(
         actor=actor,
         action=action,
         object_type="label_assignment",
@@ -486,7 +481,6 @@ def label_assignment_update(
         after=content,
         note=note,
     )
-    bump_snapshot_revision(f"label assignment {locked.name}")
     return locked
 
 
@@ -559,11 +553,10 @@ def label_assignment_delete(
     guard_assignment_change(locked.name, None, force=force)
     before = label_assignment_content(locked)
     locked.delete()
-    audit_record(
+    record_change(
         actor=actor,
         action=AuditAction.DELETE,
         object_type="label_assignment",
         object_name=before["name"],
         before=before,
     )
-    bump_snapshot_revision(f"label assignment {before['name']}")

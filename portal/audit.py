@@ -1,10 +1,16 @@
-"""The audit log writer: one entry per write, in the writer's transaction."""
+"""The audit log writer: one entry per write, in the writer's transaction.
+
+:func:`record_change` is the tail of every service write that changes what the extender
+decides (policies, label assignments, clusters): the audit entry and the snapshot revision bump,
+together, so that neither is forgotten (docs/adr/0003-services-only-writers.md).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from portal.models import AuditEntry
+from portal.revisions import bump_snapshot_revision
 
 
 def actor_name(actor: Any) -> str:
@@ -35,3 +41,27 @@ def audit_record(
         after=after,
         note=note,
     )
+
+
+def record_change(
+    *,
+    actor: Any,
+    action: str,
+    object_type: str,
+    object_name: str,
+    before: Any = None,
+    after: Any = None,
+    note: str = "",
+) -> AuditEntry:
+    """Audit a write and bump the snapshot revision; inside the writer's transaction."""
+    entry = audit_record(
+        actor=actor,
+        action=action,
+        object_type=object_type,
+        object_name=object_name,
+        before=before,
+        after=after,
+        note=note,
+    )
+    bump_snapshot_revision(f"{object_type.replace('_', ' ')} {object_name}")
+    return entry

@@ -150,7 +150,11 @@ class PortalServer:
         """
 
         def all_loaded() -> bool:
-            pids = {path.stem.rsplit("_", 1)[-1] for path in self.metrics_dir.glob("gauge_*.db")}
+            # The stale gauge (livemax) is created when the worker imports the extender; other
+            # gauges may exist earlier.
+            pids = {
+                path.stem.rsplit("_", 1)[-1] for path in self.metrics_dir.glob("gauge_livemax_*.db")
+            }
             pids.discard(str(self.process.pid))
             if len(pids) < self.workers:
                 return False

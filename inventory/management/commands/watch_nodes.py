@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from inventory.metrics import WATCHER_LEADER
+from inventory.metrics import watcher_leader
 from inventory.models import Cluster, ClusterSource
 from inventory.watch import watch_clusters
 from portal.metrics import serve_metrics
@@ -55,6 +55,8 @@ class Command(BaseCommand):
             if cluster.source != ClusterSource.KUBERNETES:
                 raise CommandError(f"Cluster {name!r} is static; only Kubernetes clusters sync.")
         stop = threading.Event()
+        leader = watcher_leader()
+        leader.set(0)
         if serve_metrics(options["metrics_port"]):
             self.stdout.write(f"metrics on :{options['metrics_port']}/metrics")
 
@@ -79,12 +81,12 @@ class Command(BaseCommand):
             stop.set()
 
         watch_lock(lock, stop, poll=poll, on_lost=on_lost)
-        WATCHER_LEADER.set(1)
+        leader.set(1)
         self.stdout.write(f"watching nodes of {name or 'every enabled Kubernetes cluster'}")
         try:
             watch_clusters(stop, cluster_name=name, refresh_seconds=options["refresh"])
         finally:
-            WATCHER_LEADER.set(0)
+            leader.set(0)
             lock.release()
         if lost.is_set():
             raise CommandError("lost the leader lock")

@@ -28,7 +28,7 @@ from extender import metrics
 
 if TYPE_CHECKING:
     from extender.models import Decision
-    from extender.observe import CallRecord
+    from extender.records import CallRecord
 
 logger = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from django.conf import settings
 
 from extender import access, observe
 from extender.holder import holder
+from extender.records import CallRecord
 from extender.refresh import ensure_started
 from extender.verbs import VERBS
 from extender.wire import WireError
@@ -206,7 +207,7 @@ class _Answered(list[bytes]):
 
     __slots__ = ("record",)
 
-    def __init__(self, body: bytes, record: observe.CallRecord) -> None:
+    def __init__(self, body: bytes, record: CallRecord) -> None:
         super().__init__((body,))
         self.record = record
 

@@ -37,7 +37,7 @@ from prometheus_client.registry import Collector
 from portal.metrics import BUILD_INFO, registry_with_build_info
 
 if TYPE_CHECKING:
-    from extender.observe import CallRecord
+    from extender.records import CallRecord
     from extender.refresh import Freshness
 
 MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))

@@ -1,55 +1,19 @@
 """What every extender call reports: metrics and the decision log.
 
-The handler builds one :class:`CallRecord` per request, after the response body is built, and
-passes it to :func:`record_call`. That must stay cheap: no I/O on the caller's thread (the
-decision log is queued and written in batches by a background thread).
+The verb builds one :class:`~extender.records.CallRecord` per request with the response body,
+and the handler passes it to :func:`record_call` once the body is sent. That must stay cheap:
+no I/O on the caller's thread (the decision log is queued and written in batches by a
+background thread).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from extender import decisions, metrics, refresh
+from extender.records import CallRecord
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class CallRecord:
-    verb: str  # filter | prioritize | preempt | bind
-    cluster: str
-    mode: str  # "names" (NodeNames in) or "full" (Nodes in)
-    pod_namespace: str
-    pod_name: str
-    pod_uid: str
-    nodes_in: int
-    nodes_out: int
-    duration_seconds: float
-    snapshot_revision: int
-    # policy name -> version, for the active policies (enforce and dry-run)
-    policy_versions: dict[str, int] = field(default_factory=dict)
-    # (node, wire reason) for rejected nodes; the handler caps the list
-    rejected: list[tuple[str, str]] = field(default_factory=list)
-    # node -> every failing rule with what the node has (the snapshot's immutable map), looked
-    # up when the decision is written, off the request path; None: the wire reason says it all
-    rejected_detail: dict[str, str] | None = None
-    # (policy, rule label) -> number of nodes it rejected in this call
-    rejections_by_rule: dict[tuple[str, str], int] = field(default_factory=dict)
-    # same for dry-run policies: what they would have rejected
-    dry_run_rejections_by_rule: dict[tuple[str, str], int] = field(default_factory=dict)
-    dry_run_rejected: list[tuple[str, str]] = field(default_factory=list)
-    # (host, score), best first, capped
-    top_scores: list[tuple[str, int]] = field(default_factory=list)
-    # What is left to work out once the answer is sent (the verb fills the fields above);
-    # record_call runs it first.
-    finish: Callable[[CallRecord], None] | None = None
-
-    def complete(self) -> None:
-        finish, self.finish = self.finish, None
-        if finish is not None:
-            finish(self)
 
 
 def record_call(call: CallRecord) -> None:

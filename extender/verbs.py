@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - CPython has it
 
 
 from extender import wire
-from extender.observe import CallRecord
+from extender.records import CallRecord
 from policies.engine.evaluate import (
     ALLOW,
     ClusterEvaluator,

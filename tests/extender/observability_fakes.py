@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.observe import CallRecord
+from extender.records import CallRecord
 
 
 @dataclass

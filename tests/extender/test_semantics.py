@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from extender import decisions, observe
-from extender.observe import CallRecord
+from extender.records import CallRecord
 from inventory.models import Cluster
 from policies.services import label_assignment_create, policy_create
 from tests.extender.extender_support import call, extender, reload

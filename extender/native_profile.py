@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from extender.scheduler_config import API_VERSION
+from policies.engine import kinds
 from policies.engine.rules import compile_filter_rule, compile_weight_rule
 
 # NodeAffinity preferred terms take weights 1..100.
@@ -64,7 +65,8 @@ def _selects_every_pod(policy: Mapping[str, Any]) -> bool:
 
 def _filter_reason(rule: Mapping[str, Any], assigned: set[str]) -> str | None:
     kind = rule.get("kind")
-    if kind != "label":
+    spec = kinds.get(kinds.FILTER, kind)
+    if spec is None or not spec.node_affinity:
         return f"{kind} rules have no node-affinity equivalent"
     if rule.get("key") in assigned:
         return "its key is set by a label assignment, which kube-scheduler does not see"
@@ -73,7 +75,8 @@ def _filter_reason(rule: Mapping[str, Any], assigned: set[str]) -> str | None:
 
 def _weight_reason(rule: Mapping[str, Any], assigned: set[str]) -> str | None:
     kind = rule.get("kind")
-    if kind != "label":
+    spec = kinds.get(kinds.WEIGHT, kind)
+    if spec is None or not spec.node_affinity:
         return f"{kind} weight rules have no node-affinity equivalent"
     if not 0 < rule.get("weight", 0) <= MAX_PREFERRED_WEIGHT:
         return "node affinity weights are 1..100: negative weights do not compile"

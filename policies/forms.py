@@ -13,12 +13,11 @@ from typing import Any
 from django import forms
 
 from inventory.forms import add_content_errors
+from policies.engine import kinds
 from policies.expectations import broken_by_assignment
 from policies.formfields import ListTextField, MapTextField, RequirementsTextField
 from policies.models import FilterRule, LabelAssignment, Policy, WeightRule
 from policies.validation import (
-    FILTER_FIELDS,
-    WEIGHT_FIELDS,
     ContentError,
     clean_filter_rule,
     clean_label_assignment,
@@ -214,30 +213,17 @@ TEXT_WIDGETS = {
 
 
 class FilterRuleForm(RuleForm):
-    kind_fields = FILTER_FIELDS
+    kind_fields = kinds.fields_by_kind(kinds.FILTER)
     cleaner = staticmethod(clean_filter_rule)
 
     class Meta:
         model = FilterRule
-        fields = (
-            "position",
-            "kind",
-            "key",
-            "operator",
-            "values",
-            "resource",
-            "quantity",
-            "condition",
-            "status",
-            "pattern",
-            "message",
-            "enabled",
-        )
+        fields = ("position", "kind", *kinds.columns(kinds.FILTER), "message", "enabled")
         widgets = TEXT_WIDGETS
 
 
 class WeightRuleForm(RuleForm):
-    kind_fields = WEIGHT_FIELDS
+    kind_fields = kinds.fields_by_kind(kinds.WEIGHT)
     extra_fields = ("weight",)
     cleaner = staticmethod(clean_weight_rule)
     # No form-level range check: the engine's message ("Must be in [-100, 100], got 500.") is
@@ -246,17 +232,7 @@ class WeightRuleForm(RuleForm):
 
     class Meta:
         model = WeightRule
-        fields = (
-            "position",
-            "kind",
-            "key",
-            "operator",
-            "values",
-            "resource",
-            "weight",
-            "message",
-            "enabled",
-        )
+        fields = ("position", "kind", *kinds.columns(kinds.WEIGHT), "weight", "message", "enabled")
         widgets = TEXT_WIDGETS
 
 

@@ -12,6 +12,7 @@ from django.db import models
 from django.db.models import Q
 
 from inventory.models import Cluster
+from policies.engine import kinds
 
 
 class PolicyMode(models.TextChoices):
@@ -19,41 +20,31 @@ class PolicyMode(models.TextChoices):
     DRY_RUN = "dry-run", "dry-run"
 
 
-class FilterKind(models.TextChoices):
-    LABEL = "label", "label"
-    RESOURCE = "resource", "resource"
-    CONDITION = "condition", "condition"
-    NAME = "name", "name"
+def _choices(values: tuple[str, ...]) -> list[tuple[str, str]]:
+    return [(value, value) for value in values]
 
 
-class WeightKind(models.TextChoices):
-    LABEL = "label", "label"
-    LABEL_VALUE = "label_value", "label value"
-    RESOURCE = "resource", "resource"
+def kind_choices(role: str) -> list[tuple[str, str]]:
+    """The model choices of ``role``'s rule kinds, from the registry (policies.engine.kinds)."""
+    return [(kind.name, kind.label) for kind in kinds.kinds(role)]
 
 
-class Operator(models.TextChoices):
-    IN = "In", "In"
-    NOT_IN = "NotIn", "NotIn"
-    EXISTS = "Exists", "Exists"
-    DOES_NOT_EXIST = "DoesNotExist", "DoesNotExist"
-    GT = "Gt", "Gt"
-    LT = "Lt", "Lt"
-    GTE = "Gte", "Gte"
-    LTE = "Lte", "Lte"
-    MATCHES = "Matches", "Matches"
-    NOT_MATCHES = "NotMatches", "NotMatches"
+def kind_fields_constraint(role: str) -> Q:
+    """Each kind's columns as the database checks them: the kind is known, its fixed-value
+    columns hold allowed values and its required columns are not empty."""
+    condition = Q()
+    for kind in kinds.kinds(role):
+        term = Q(kind=kind.name, **{f"{c}__in": list(v) for c, v in kind.choices.items()})
+        for column in kind.required:
+            term &= ~Q(**{column: ""})
+        condition |= term
+    return condition
 
 
-LABEL_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
-RESOURCE_OPERATORS = ["Gte", "Lte"]
-NAME_OPERATORS = ["Matches", "NotMatches"]
-
-
-class ConditionStatus(models.TextChoices):
-    TRUE = "True", "True"
-    FALSE = "False", "False"
-    UNKNOWN = "Unknown", "Unknown"
+FILTER_KIND_CHOICES = kind_choices(kinds.FILTER)
+WEIGHT_KIND_CHOICES = kind_choices(kinds.WEIGHT)
+OPERATOR_CHOICES = _choices(kinds.column_choices("operator"))
+CONDITION_STATUS_CHOICES = _choices(kinds.column_choices("status"))
 
 
 class Authored(models.Model):
@@ -143,7 +134,7 @@ class Rule(models.Model):
     enabled = models.BooleanField(default=True)
     message = models.CharField(max_length=500, blank=True)
     key = models.CharField(max_length=317, blank=True, help_text="Label key (label rules).")
-    operator = models.CharField(max_length=16, choices=Operator.choices, blank=True)
+    operator = models.CharField(max_length=16, choices=OPERATOR_CHOICES, blank=True)
     values = models.JSONField(default=list, blank=True)
     resource = models.CharField(max_length=317, blank=True)
 
@@ -165,23 +156,16 @@ class Rule(models.Model):
 
 class FilterRule(Rule):
     policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="filter_rules")
-    kind = models.CharField(max_length=16, choices=FilterKind.choices)
+    kind = models.CharField(max_length=16, choices=FILTER_KIND_CHOICES)
     quantity = models.CharField(max_length=64, blank=True)
     condition = models.CharField(max_length=253, blank=True)
-    status = models.CharField(max_length=8, choices=ConditionStatus.choices, blank=True)
+    status = models.CharField(max_length=8, choices=CONDITION_STATUS_CHOICES, blank=True)
     pattern = models.CharField(max_length=253, blank=True)
 
     class Meta(Rule.Meta):
         constraints = [
             models.CheckConstraint(
-                condition=(
-                    Q(kind="label", operator__in=LABEL_OPERATORS) & ~Q(key="")
-                    | Q(kind="resource", operator__in=RESOURCE_OPERATORS)
-                    & ~Q(resource="")
-                    & ~Q(quantity="")
-                    | Q(kind="condition", status__in=ConditionStatus.values) & ~Q(condition="")
-                    | Q(kind="name", operator__in=NAME_OPERATORS) & ~Q(pattern="")
-                ),
+                condition=kind_fields_constraint(kinds.FILTER),
                 name="filter_rule_kind_fields",
             ),
         ]
@@ -192,7 +176,7 @@ class FilterRule(Rule):
 
 class WeightRule(Rule):
     policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="weight_rules")
-    kind = models.CharField(max_length=16, choices=WeightKind.choices)
+    kind = models.CharField(max_length=16, choices=WEIGHT_KIND_CHOICES)
     weight = models.IntegerField(validators=[MinValueValidator(-100), MaxValueValidator(100)])
 
     class Meta(Rule.Meta):
@@ -201,11 +185,7 @@ class WeightRule(Rule):
                 condition=Q(weight__gte=-100, weight__lte=100), name="weight_rule_weight_range"
             ),
             models.CheckConstraint(
-                condition=(
-                    Q(kind="label", operator__in=LABEL_OPERATORS) & ~Q(key="")
-                    | Q(kind="label_value") & ~Q(key="")
-                    | Q(kind="resource") & ~Q(resource="")
-                ),
+                condition=kind_fields_constraint(kinds.WEIGHT),
                 name="weight_rule_kind_fields",
             ),
         ]

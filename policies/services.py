@@ -13,6 +13,7 @@ from typing import Any
 from django.db import transaction
 
 from inventory.models import Cluster
+from policies.engine import kinds
 from policies.expectations import guard_assignment_change, guard_policy_change
 from policies.models import (
     FilterRule,
@@ -26,17 +27,9 @@ from policies.validation import ContentError, clean_label_assignment, clean_poli
 from portal.audit import actor_name, record_change
 from portal.models import AuditAction
 
-FILTER_RULE_FIELDS = (
-    "key",
-    "operator",
-    "values",
-    "resource",
-    "quantity",
-    "condition",
-    "status",
-    "pattern",
-)
-WEIGHT_RULE_FIELDS = ("key", "operator", "values", "resource", "weight")
+# The rule columns a write sets, from the rule-kind registry.
+FILTER_RULE_FIELDS = kinds.columns(kinds.FILTER)
+WEIGHT_RULE_FIELDS = (*kinds.columns(kinds.WEIGHT), "weight")
 
 
 class VersionConflict(Exception):
@@ -57,9 +50,10 @@ class ObjectExists(ContentError):
 # --- serialisation --------------------------------------------------------------------------
 
 
-def _rule_content(rule: FilterRule | WeightRule, fields: dict[str, tuple[str, ...]]) -> dict:
+def _rule_content(rule: FilterRule | WeightRule, role: str) -> dict:
     out: dict[str, Any] = {"kind": rule.kind}
-    for field in fields[rule.kind]:
+    kind = kinds.get(role, rule.kind)
+    for field in kind.fields if kind else ():
         out[field] = getattr(rule, field)
     if isinstance(rule, WeightRule):
         out["weight"] = rule.weight
@@ -70,8 +64,6 @@ def _rule_content(rule: FilterRule | WeightRule, fields: dict[str, tuple[str, ..
 
 def policy_content(policy: Policy) -> dict:
     """The canonical content of a stored policy (what versions, diff and export use)."""
-    from policies.validation import FILTER_FIELDS, WEIGHT_FIELDS
-
     return {
         "name": policy.name,
         "description": policy.description,
@@ -79,8 +71,8 @@ def policy_content(policy: Policy) -> dict:
         "enabled": policy.enabled,
         "mode": policy.mode,
         "pod_selector": policy.pod_selector,
-        "filter_rules": [_rule_content(r, FILTER_FIELDS) for r in policy.filter_rules.all()],
-        "weight_rules": [_rule_content(r, WEIGHT_FIELDS) for r in policy.weight_rules.all()],
+        "filter_rules": [_rule_content(r, kinds.FILTER) for r in policy.filter_rules.all()],
+        "weight_rules": [_rule_content(r, kinds.WEIGHT) for r in policy.weight_rules.all()],
     }
 
 

@@ -11,28 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from policies.engine import kinds
 from policies.engine.assignments import labels_errors, node_selector_from_dict
 from policies.engine.errors import EngineValidationError
 from policies.engine.expectations import KINDS as EXPECTATION_KINDS
-from policies.engine.globs import glob_errors
-from policies.engine.labels import dns1123_label_errors, label_key_errors
-from policies.engine.quantities import quantity_errors
-from policies.engine.selectors import (
-    NODE_OPERATORS,
-    label_selector_from_dict,
-    requirement_errors,
-)
+from policies.engine.labels import dns1123_label_errors
+from policies.engine.selectors import label_selector_from_dict
 from portal import limits
 
 POLICY_MODES = ("enforce", "dry-run")
-FILTER_KINDS = ("label", "resource", "condition", "name")
-WEIGHT_KINDS = ("label", "label_value", "resource")
-RESOURCE_OPERATORS = ("Gte", "Lte")
-NAME_OPERATORS = ("Matches", "NotMatches")
-CONDITION_STATUSES = ("True", "False", "Unknown")
 NAME_MAX = 100
 MESSAGE_MAX = 500
-QUANTITY_MAX = 64
 
 
 class ContentError(ValueError):
@@ -176,139 +165,58 @@ def _canonical_requirement(r: Mapping) -> dict:
     return {"key": r["key"], "operator": r["operator"], "values": list(r.get("values") or [])}
 
 
-def _label_requirement(rule: Mapping, prefix: str, errs: _Errors) -> dict:
+COMMON_RULE_FIELDS = {"kind", "enabled", "message", "id", "position"}
+
+
+def _clean_rule(role: str, rule: Any, prefix: str) -> dict:
+    """Canonical rule of ``role`` (its kind's fields from the registry), or ContentError."""
+    errs = _Errors()
+    if not isinstance(rule, Mapping):
+        errs.add(prefix, "Must be an object.")
+        errs.raise_if_any()
+    kind = kinds.get(role, rule.get("kind"))
+    if kind is None:
+        errs.add(join(prefix, "kind"), f"Must be one of {', '.join(kinds.names(role))}.")
+        errs.raise_if_any()
+    extra = {"weight"} if role == kinds.WEIGHT else set()
+    _unknown_keys(rule, COMMON_RULE_FIELDS | set(kind.fields) | extra, prefix, errs)
+    out: dict[str, Any] = {"kind": kind.name}
     values = rule.get("values")
-    if values is None:
-        values = []
-    if isinstance(values, list) and len(values) > limits.MAX_VALUES_PER_RULE:
+    if (
+        "values" in kind.fields
+        and isinstance(values, list)
+        and len(values) > limits.MAX_VALUES_PER_RULE
+    ):
         errs.add(
             join(prefix, "values"),
             f"At most {limits.MAX_VALUES_PER_RULE} values (limit MAX_VALUES_PER_RULE).",
         )
-        return {"key": rule.get("key", ""), "operator": rule.get("operator", ""), "values": []}
-    errs.extend(
-        requirement_errors(
-            rule.get("key", ""), rule.get("operator", ""), values, operators=NODE_OPERATORS
-        ),
-        prefix,
-    )
-    return {"key": rule.get("key", ""), "operator": rule.get("operator", ""), "values": values}
-
-
-FILTER_FIELDS = {
-    "label": ("key", "operator", "values"),
-    "resource": ("resource", "operator", "quantity"),
-    "condition": ("condition", "status"),
-    "name": ("pattern", "operator"),
-}
-WEIGHT_FIELDS = {
-    "label": ("key", "operator", "values"),
-    "label_value": ("key",),
-    "resource": ("resource",),
-}
-COMMON_RULE_FIELDS = {"kind", "enabled", "message", "id", "position"}
-
-
-def _resource_name_errors(value: Any) -> list[str]:
-    if not isinstance(value, str) or not value:
-        return ["A resource name is required (e.g. cpu, memory, nvidia.com/gpu)."]
-    return label_key_errors(value)
+        out.update({field: rule.get(field, "") for field in kind.fields}, values=[])
+    else:
+        fields, problems = kind.clean(rule)
+        errs.extend(problems, prefix)
+        out.update(fields)
+    if role == kinds.WEIGHT:
+        weight = rule.get("weight")
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            errs.add(join(prefix, "weight"), "An integer weight in [-100, 100] is required.")
+        elif not -100 <= weight <= 100:
+            errs.add(join(prefix, "weight"), f"Must be in [-100, 100], got {weight}.")
+        out["weight"] = weight
+    out["message"] = _text(rule, "message", errs, prefix, MESSAGE_MAX)
+    out["enabled"] = _bool(rule, "enabled", True, errs, prefix)
+    errs.raise_if_any()
+    return out
 
 
 def clean_filter_rule(rule: Any, prefix: str) -> dict:
     """Canonical filter rule, or ContentError naming the rule and field."""
-    errs = _Errors()
-    if not isinstance(rule, Mapping):
-        errs.add(prefix, "Must be an object.")
-        errs.raise_if_any()
-    kind = rule.get("kind")
-    if kind not in FILTER_KINDS:
-        errs.add(join(prefix, "kind"), f"Must be one of {', '.join(FILTER_KINDS)}.")
-        errs.raise_if_any()
-    _unknown_keys(rule, COMMON_RULE_FIELDS | set(FILTER_FIELDS[kind]), prefix, errs)
-    out: dict[str, Any] = {"kind": kind}
-    if kind == "label":
-        out.update(_label_requirement(rule, prefix, errs))
-    elif kind == "resource":
-        for msg in _resource_name_errors(rule.get("resource")):
-            errs.add(join(prefix, "resource"), msg)
-        if rule.get("operator") not in RESOURCE_OPERATORS:
-            errs.add(join(prefix, "operator"), "Must be Gte or Lte for a resource rule.")
-        quantity = rule.get("quantity")
-        if isinstance(quantity, int) and not isinstance(quantity, bool):
-            quantity = str(quantity)
-        problems = (
-            quantity_errors(quantity)
-            if isinstance(quantity, str)
-            else ["A Kubernetes quantity string is required (e.g. 8Gi, 500m, 2)."]
-        )
-        if not problems and len(quantity) > QUANTITY_MAX:
-            problems = [f"Must be at most {QUANTITY_MAX} characters."]
-        if not problems and not any(c.isdigit() for c in quantity):
-            # Go reads "Gi" or "." as 0; from an operator that is a typo, not a threshold.
-            problems = [f"{quantity!r} has no digits; write a number, e.g. 8Gi, 500m, 2."]
-        for msg in problems:
-            errs.add(join(prefix, "quantity"), msg)
-        out.update(resource=rule.get("resource"), operator=rule.get("operator"), quantity=quantity)
-    elif kind == "condition":
-        condition = rule.get("condition")
-        if not isinstance(condition, str) or not condition:
-            errs.add(join(prefix, "condition"), "A condition type is required (e.g. Ready).")
-        elif len(condition) > 253 or not condition.replace(".", "").replace("/", "").isalnum():
-            errs.add(
-                join(prefix, "condition"), "Must be a condition type such as Ready or DiskPressure."
-            )
-        if rule.get("status") not in CONDITION_STATUSES:
-            errs.add(join(prefix, "status"), "Must be True, False or Unknown.")
-        out.update(condition=condition, status=rule.get("status"))
-    else:
-        pattern = rule.get("pattern")
-        for msg in (
-            glob_errors(pattern) if isinstance(pattern, str) else ["A glob pattern is required."]
-        ):
-            errs.add(join(prefix, "pattern"), msg)
-        if rule.get("operator") not in NAME_OPERATORS:
-            errs.add(join(prefix, "operator"), "Must be Matches or NotMatches for a name rule.")
-        out.update(pattern=pattern, operator=rule.get("operator"))
-    out["message"] = _text(rule, "message", errs, prefix, MESSAGE_MAX)
-    out["enabled"] = _bool(rule, "enabled", True, errs, prefix)
-    errs.raise_if_any()
-    return out
+    return _clean_rule(kinds.FILTER, rule, prefix)
 
 
 def clean_weight_rule(rule: Any, prefix: str) -> dict:
     """Canonical weight rule, or ContentError naming the rule and field."""
-    errs = _Errors()
-    if not isinstance(rule, Mapping):
-        errs.add(prefix, "Must be an object.")
-        errs.raise_if_any()
-    kind = rule.get("kind")
-    if kind not in WEIGHT_KINDS:
-        errs.add(join(prefix, "kind"), f"Must be one of {', '.join(WEIGHT_KINDS)}.")
-        errs.raise_if_any()
-    _unknown_keys(rule, COMMON_RULE_FIELDS | set(WEIGHT_FIELDS[kind]) | {"weight"}, prefix, errs)
-    out: dict[str, Any] = {"kind": kind}
-    if kind == "label":
-        out.update(_label_requirement(rule, prefix, errs))
-    elif kind == "label_value":
-        key = rule.get("key")
-        for msg in label_key_errors(key) if isinstance(key, str) else ["A label key is required."]:
-            errs.add(join(prefix, "key"), msg)
-        out["key"] = key
-    else:
-        for msg in _resource_name_errors(rule.get("resource")):
-            errs.add(join(prefix, "resource"), msg)
-        out["resource"] = rule.get("resource")
-    weight = rule.get("weight")
-    if isinstance(weight, bool) or not isinstance(weight, int):
-        errs.add(join(prefix, "weight"), "An integer weight in [-100, 100] is required.")
-    elif not -100 <= weight <= 100:
-        errs.add(join(prefix, "weight"), f"Must be in [-100, 100], got {weight}.")
-    out["weight"] = weight
-    out["message"] = _text(rule, "message", errs, prefix, MESSAGE_MAX)
-    out["enabled"] = _bool(rule, "enabled", True, errs, prefix)
-    errs.raise_if_any()
-    return out
+    return _clean_rule(kinds.WEIGHT, rule, prefix)
 
 
 def _rules(data: Mapping, key: str, cleaner: Any, errs: _Errors) -> list[dict]:

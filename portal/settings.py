@@ -230,9 +230,9 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "NodeOperatorEnum": "policies.api.serializers.NODE_OPERATORS",
         "PodOperatorEnum": "policies.api.serializers.POD_OPERATORS",
-        "RuleOperatorEnum": "policies.models.Operator",
-        "FilterKindEnum": "policies.models.FilterKind",
-        "WeightKindEnum": "policies.models.WeightKind",
+        "RuleOperatorEnum": "policies.models.OPERATOR_CHOICES",
+        "FilterKindEnum": "policies.models.FILTER_KIND_CHOICES",
+        "WeightKindEnum": "policies.models.WEIGHT_KIND_CHOICES",
         "PolicySetKindEnum": ["PolicySet"],
         "ObjectKindEnum": ["policy", "label_assignment"],
     },

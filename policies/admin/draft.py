@@ -17,11 +17,12 @@ from django.forms.utils import ErrorList
 from django.http import HttpRequest
 
 from policies.admin.common import version_diff
+from policies.engine import kinds
 from policies.models import FilterRule, Policy
 from policies.preview import preview_policy
 from policies.services import policy_content
 from policies.simulate import current_snapshot
-from policies.validation import FILTER_FIELDS, WEIGHT_FIELDS, ContentError
+from policies.validation import ContentError
 
 CONFIRM_FIELD = "confirm_warnings"
 PREVIEW_BUTTON = "_preview"
@@ -124,8 +125,12 @@ def editor_hints(policy: Policy | None) -> dict[str, Any]:
                 values.setdefault(key, Counter())[value] += 1
     keys = [key for key, _ in counts.most_common(MAX_HINT_KEYS)]
     return {
-        "filter_fields": FILTER_FIELDS,
-        "weight_fields": WEIGHT_FIELDS,
+        "filter_fields": kinds.fields_by_kind(kinds.FILTER),
+        "weight_fields": kinds.fields_by_kind(kinds.WEIGHT),
+        "help": {
+            "filter_rules": {kind.name: kind.help for kind in kinds.kinds(kinds.FILTER)},
+            "weight_rules": {kind.name: kind.help for kind in kinds.kinds(kinds.WEIGHT)},
+        },
         "keys": keys,
         "values": {k: [v for v, _ in values[k].most_common(MAX_HINT_VALUES)] for k in keys},
     }

@@ -12,25 +12,37 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from policies.api.diff import content_diff
+from policies.engine import kinds
+from policies.engine.selectors import NODE_OPERATORS as NODE_OPERATOR_NAMES
+from policies.engine.selectors import POD_OPERATORS as POD_OPERATOR_NAMES
 from policies.models import (
-    ConditionStatus,
-    FilterKind,
+    CONDITION_STATUS_CHOICES,
+    FILTER_KIND_CHOICES,
+    OPERATOR_CHOICES,
+    WEIGHT_KIND_CHOICES,
     FilterRule,
     LabelAssignment,
     LabelAssignmentVersion,
-    Operator,
     Policy,
     PolicyMode,
     PolicyVersion,
-    WeightKind,
     WeightRule,
 )
 from policies.services import label_assignment_content, policy_content
 from policies.validation import ContentError, clean_label_assignment, clean_policy
 from portal.api.base import ContentSerializer, StrictSerializer, max_length_errors, user_name
 
-POD_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist"]
-NODE_OPERATORS = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+POD_OPERATORS = list(POD_OPERATOR_NAMES)
+NODE_OPERATORS = list(NODE_OPERATOR_NAMES)
+
+
+def _operators_by_kind() -> str:
+    """``label: In NotIn ...; resource: Gte Lte; ...``: each kind's operators, from the registry."""
+    seen: dict[str, None] = {}
+    for kind in (*kinds.kinds(kinds.FILTER), *kinds.kinds(kinds.WEIGHT)):
+        if "operator" in kind.choices:
+            seen[f"{kind.name}: {' '.join(kind.choices['operator'])}"] = None
+    return "; ".join(seen) + "."
 
 
 class RequirementSerializer(serializers.Serializer):
@@ -71,10 +83,7 @@ class RuleFieldsSerializer(serializers.Serializer):
 
     key = serializers.CharField(required=False, help_text="Label key (label, label_value).")
     operator = serializers.ChoiceField(
-        choices=Operator.values,
-        required=False,
-        help_text="label: In NotIn Exists DoesNotExist Gt Lt; resource: Gte Lte; "
-        "name: Matches NotMatches.",
+        choices=OPERATOR_CHOICES, required=False, help_text=_operators_by_kind()
     )
     values = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
     resource = serializers.CharField(
@@ -85,30 +94,18 @@ class RuleFieldsSerializer(serializers.Serializer):
 
 
 class FilterRuleSerializer(RuleFieldsSerializer):
-    kind = serializers.ChoiceField(choices=FilterKind.values)
+    kind = serializers.ChoiceField(choices=FILTER_KIND_CHOICES)
     quantity = serializers.CharField(required=False, help_text="Kubernetes quantity (resource).")
     condition = serializers.CharField(required=False, help_text="Node condition type.")
-    status = serializers.ChoiceField(choices=ConditionStatus.values, required=False)
+    status = serializers.ChoiceField(choices=CONDITION_STATUS_CHOICES, required=False)
     pattern = serializers.CharField(required=False, help_text="Shell glob on the node name.")
 
     class Meta:
-        fields = [
-            "kind",
-            "key",
-            "operator",
-            "values",
-            "resource",
-            "quantity",
-            "condition",
-            "status",
-            "pattern",
-            "message",
-            "enabled",
-        ]
+        fields = ["kind", *kinds.columns(kinds.FILTER), "message", "enabled"]
 
 
 class WeightRuleSerializer(RuleFieldsSerializer):
-    kind = serializers.ChoiceField(choices=WeightKind.values)
+    kind = serializers.ChoiceField(choices=WEIGHT_KIND_CHOICES)
     weight = serializers.IntegerField(min_value=-100, max_value=100)
 
 

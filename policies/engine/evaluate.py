@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import cast
 
+from policies.engine.checks import FilterCheck, WeightCheck
 from policies.engine.facts import NodeFacts, NodeTable
 from policies.engine.pods import PodFacts
 from policies.engine.policy import CompiledPolicy, active_positions
-from policies.engine.rules import FilterCheck, WeightCheck
 from policies.engine.scores import ResourceTerm, ScoreModel, score_model
 
 ALLOW = "allow"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policies.engine.assignments import AssignmentSpec, effective_labels
-from policies.engine.rules import ALLOCATABLE, CONDITION, LABEL, NAME, Column
+from policies.engine.checks import ALLOCATABLE, CONDITION, LABEL, NAME, Column
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from policies.engine.checks import FilterCheck, WeightCheck
 from policies.engine.errors import EngineValidationError, join_path, prefix_errors
 from policies.engine.pods import PodFacts
-from policies.engine.rules import FilterCheck, WeightCheck, compile_filter_rule, compile_weight_rule
+from policies.engine.rules import compile_filter_rule, compile_weight_rule
 from policies.engine.selectors import LabelSelector, label_selector_from_dict
 
 ENFORCE = "enforce"

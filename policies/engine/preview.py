@@ -13,13 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from policies.engine import kinds
 from policies.engine.assignments import AssignmentSpec, effective_labels
 from policies.engine.evaluate import evaluate_pod
 from policies.engine.facts import NodeFacts
 from policies.engine.pods import PodFacts
 from policies.engine.policy import compile_policy
-
-LABEL_KINDS = ("label", "label_value")
 
 
 @dataclass
@@ -90,7 +89,10 @@ def warnings(
             values_by_key.setdefault(key, set()).add(value)
     for group in ("filter_rules", "weight_rules"):
         for i, rule in enumerate(content.get(group) or []):
-            if rule.get("kind") not in LABEL_KINDS or not rule.get("enabled", True):
+            kind = kinds.get(
+                kinds.FILTER if group == "filter_rules" else kinds.WEIGHT, rule.get("kind")
+            )
+            if kind is None or not kind.reads_labels or not rule.get("enabled", True):
                 continue
             key, path = rule.get("key", ""), f"{group}[{i}].key"
             if rule.get("operator") == "DoesNotExist" or not facts:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from policies.engine.assignments import AssignmentSpec, NodeSelector
+from policies.engine.checks import format_base_units
 from policies.engine.errors import EngineValidationError
 from policies.engine.evaluate import ClusterEvaluator, evaluate_pod, score_names
 from policies.engine.facts import NodeFacts, node_facts
 from policies.engine.pods import PodFacts, pod_facts_from_dict
 from policies.engine.policy import compile_policy
-from policies.engine.rules import format_base_units
 from policies.engine.scores import normalise
 
 POD = PodFacts(namespace="ml", name="p", uid="u", labels={"app": "trainer"})

@@ -1,22 +1,9 @@
-// The policy editor's rule cards: each shows only the fields of its kind, with help and an
-// example; label keys and values autocomplete from the inventory. Without JavaScript every
-// field shows. The impact preview is live-preview.js.
+// The policy editor's rule cards: each shows only the fields of its kind, with its help and
+// an example (both from the rule-kind registry, through the page's hints); label keys and
+// values autocomplete from the inventory. Without JavaScript every field shows. The impact preview is live-preview.js.
 "use strict";
 
 (function () {
-  const HELP = {
-    filter_rules: {
-      label: "Keeps nodes whose label satisfies the operator. Example: key nvidia.com/gpu.product, In, values A100, H100.",
-      resource: "Keeps nodes whose allocatable amount compares with the quantity. Example: resource memory, Gte, quantity 64Gi.",
-      condition: "Keeps nodes whose condition has the status. Example: condition Ready, status True.",
-      name: "Keeps nodes whose name matches (or not) a glob. Example: pattern gpu-*, Matches.",
-    },
-    weight_rules: {
-      label: "Adds the weight to nodes whose label satisfies the operator. Example: key spot, DoesNotExist, weight 10.",
-      label_value: "Adds weight × the label's numeric value (0 when it is not a number). Example: key example.com/tier, weight 5.",
-      resource: "Adds weight × the node's share of the largest allocatable amount. Example: resource cpu, weight 10.",
-    },
-  };
   const OPERATOR_HELP = {
     In: "In: the label is present and its value is one of the values.",
     NotIn: "NotIn: the label is absent or its value is none of the values.",
@@ -65,7 +52,8 @@
         if (parts.length) row.hidden = Array.from(parts).every((part) => part.hidden);
       });
       const texts = [];
-      if (HELP[group][kind.value]) texts.push(HELP[group][kind.value]);
+      const kindHelp = (hints.help[group] || {})[kind.value];
+      if (kindHelp) texts.push(kindHelp);
       if (operator && wanted.has("operator") && OPERATOR_HELP[operator.value]) {
         texts.push(OPERATOR_HELP[operator.value]);
       }

@@ -112,6 +112,7 @@ def main() -> None:
     import orjson
     from django.db import connection
 
+    from core.revisions import current_snapshot_revision
     from inventory.kube import core_v1_for
     from inventory.models import Cluster, Node
     from inventory.services import cluster_create, cluster_delete
@@ -120,7 +121,6 @@ def main() -> None:
     from policies.compile import build_snapshot
     from policies.models import Policy
     from policies.services import policy_create, policy_delete
-    from portal.revisions import current_snapshot_revision
     from tests.support.nodes import realistic_node
 
     print(f"starting the fake API server with {NODES} realistic nodes ...", flush=True)

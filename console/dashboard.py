@@ -17,12 +17,12 @@ from django.db.models.functions import TruncHour
 from django.urls import reverse
 from django.utils import timezone
 
+from core.models import AuditEntry
 from extender.models import Decision
 from inventory.models import Cluster, ClusterSource, Node, SyncState
 from inventory.sync import describe_inventory_age, inventory_age_seconds
 from policies.expectations import current_outcomes
 from policies.models import FilterRule, Policy
-from portal.models import AuditEntry
 
 # Decisions read to rank rejecting rules (the newest ones that rejected something).
 RANKED_DECISIONS = 2000

@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 import yaml
 
+from core.api.formats import yaml_load
+from core.errors import ContentError
 from policies.simulate import simulate
-from policies.validation import ContentError
-from portal.api.formats import yaml_load
 
 MAX_SHOWN_NODES = 500
 

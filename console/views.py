@@ -11,9 +11,9 @@ from django.urls import reverse
 
 from console import dashboard, dryrun, explain
 from console.charts import bar_chart
+from core.errors import ContentError
 from inventory.models import Cluster
 from policies.models import Policy
-from policies.validation import ContentError
 
 EXPLAIN_FIELDS = ("cluster", "namespace", "name", "labels", "manifest", "nodes")
 

@@ -22,7 +22,7 @@ keepalive = 5
 accesslog = "-"
 errorlog = "-"
 loglevel = os.environ.get("LOG_LEVEL", "info").lower()
-# The request id the portal returned (X-Request-ID, portal.logs) ends every access line, so it
+# The request id the portal returned (X-Request-ID, core.logs) ends every access line, so it
 # joins the application's records of the same request.
 access_log_format = (
     '%(h)s "%(r)s" %(s)s %(B)s %(M)sms "%(f)s" "%(a)s" request_id=%({x-request-id}o)s'

@@ -15,8 +15,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from core.api.formats import yaml_dump
 from extender.scheduler_config import CONFIG_FILE, SchedulerConfigOptions, scheduler_configuration
-from portal.api.formats import yaml_dump
 
 # The distroless kube-scheduler image runs as this user ("nonroot").
 RUN_AS = 65532

@@ -34,7 +34,7 @@ def on_starting(server: Any) -> None:
     """gunicorn hook, master, once: start from an empty metrics directory."""
     path = os.environ.get(MULTIPROC_ENV)
     if path:
-        from portal.metrics import clear_prometheus_dir
+        from core.metrics import clear_prometheus_dir
 
         clear_prometheus_dir(path)
 

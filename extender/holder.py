@@ -44,7 +44,7 @@ class SnapshotHolder:
 
         Raises on database errors, keeping the current snapshot (and noting the error).
         """
-        from policies.compile import read_sources
+        from policies.compile import read_sources, remember
 
         with self._load_lock:
             try:
@@ -55,6 +55,7 @@ class SnapshotHolder:
                 raise
             self.swap(snapshot)
             self.from_disk = False
+        remember(snapshot)
         persist.save(document)
         return snapshot
 

@@ -34,7 +34,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from portal.metrics import BUILD_INFO, registry_with_build_info
+from core.metrics import BUILD_INFO, registry_with_build_info
 
 if TYPE_CHECKING:
     from extender.records import CallRecord

@@ -1,7 +1,7 @@
 """Snapshot distribution: every process notices a new snapshot revision and swaps it in.
 
 Each process runs one daemon thread that checks the committed revision
-(``portal.revisions.current_snapshot_revision``) every ``EXTENDER_POLL_SECONDS`` and rebuilds
+(``core.revisions.current_snapshot_revision``) every ``EXTENDER_POLL_SECONDS`` and rebuilds
 through ``holder.load()`` when it differs from the served snapshot. With ``REDIS_URL`` set a
 second daemon thread subscribes to ``PORTAL_CHANGES_CHANNEL`` and wakes the checker at once,
 so a change is served within milliseconds; the poll remains the fallback and is the only
@@ -42,7 +42,7 @@ def get_holder() -> SnapshotHolder:
 
 
 def _read_revision() -> int:
-    from portal.revisions import current_snapshot_revision
+    from core.revisions import current_snapshot_revision
 
     return current_snapshot_revision()
 

@@ -20,13 +20,13 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from core.admin import html_table
+from core.errors import ContentError
 from inventory.drift import cached_cluster_assignments, cluster_drift_summary, node_drift
 from inventory.imports import nodes_import, parse_node_list
 from inventory.models import Cluster, ClusterSource, Node
 from inventory.push import push_labels
 from inventory.sync import describe_inventory_age, format_age, inventory_age_seconds
-from policies.validation import ContentError
-from portal.admin import html_table
 
 EMPTY = "—"
 

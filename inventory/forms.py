@@ -6,9 +6,9 @@ from typing import Any
 
 from django import forms
 
+from core.errors import ContentError
 from inventory.models import Cluster
 from inventory.services import CLUSTER_FIELDS, clean_cluster
-from policies.validation import ContentError
 
 
 def add_content_errors(form: forms.BaseForm, error: ContentError) -> None:

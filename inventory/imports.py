@@ -14,14 +14,14 @@ import yaml
 from django.db import transaction
 from django.utils import timezone
 
+from core import limits
+from core.api.formats import yaml_load
+from core.audit import audit_record
+from core.errors import ContentError
+from core.models import AuditAction
 from inventory import sync_status
 from inventory.models import Cluster, ClusterSource
 from inventory.services import ApplyResult, nodes_apply
-from policies.validation import ContentError
-from portal import limits
-from portal.api.formats import yaml_load
-from portal.audit import audit_record
-from portal.models import AuditAction
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 
@@ -39,7 +39,7 @@ def parse_node_list(document: bytes | str | Mapping[str, Any]) -> list[Any]:
         except orjson.JSONDecodeError:
             try:
                 # Aliases refused and nesting bounded: a few hundred bytes must not expand
-                # into gigabytes of node_info (portal/limits.py).
+                # into gigabytes of node_info (core/limits.py).
                 data = yaml_load(raw)
             except yaml.YAMLError as exc:
                 raise ContentError(

@@ -1,6 +1,6 @@
 """Metrics of the inventory's writers: syncs (worker, watcher relists) and node watches.
 
-The worker and the watcher export them on their own ports (``portal.metrics.serve_metrics``);
+The worker and the watcher export them on their own ports (``core.metrics.serve_metrics``);
 docs/operations.md lists them with the alerts they serve. Label values are cluster names the
 portal stores, so their number is bounded by the clusters.
 """

@@ -13,14 +13,14 @@ from typing import Any
 import orjson
 from django.db import transaction
 
+from core.audit import audit_record
+from core.errors import ContentError
+from core.models import AuditAction
 from inventory.drift import cluster_assignments, node_drift
 from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
 from inventory.models import Cluster, ClusterSource, Node
 from inventory.node_list import slim_node
 from inventory.services import nodes_apply
-from policies.validation import ContentError
-from portal.audit import audit_record
-from portal.models import AuditAction
 
 logger = logging.getLogger(__name__)
 

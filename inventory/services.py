@@ -14,14 +14,15 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from core.audit import record_change
+from core.errors import ContentError
+from core.models import AuditAction
+from core.revisions import bump_snapshot_revision
 from inventory import sync_status
+from inventory.hooks import cluster_deleting
 from inventory.models import RESERVED_CLUSTER_NAMES, Cluster, ClusterSource, Node, UnknownNodeAction
 from inventory.node_objects import node_fields
 from policies.engine.labels import dns1123_label_errors, dns1123_subdomain_errors
-from policies.validation import ContentError
-from portal.audit import record_change
-from portal.models import AuditAction
-from portal.revisions import bump_snapshot_revision
 
 CLUSTER_FIELDS = (
     "name",
@@ -115,7 +116,7 @@ def cluster_create(*, actor: Any, data: Mapping[str, Any]) -> Cluster:
 
 @transaction.atomic
 def _check_cluster_version(cluster: Cluster, expected: int | None) -> None:
-    from policies.services import VersionConflict
+    from core.errors import VersionConflict
 
     if expected is not None and expected != cluster.version:
         raise VersionConflict(cluster.version, expected)
@@ -155,17 +156,12 @@ def cluster_update(
 
 @transaction.atomic
 def cluster_delete(*, actor: Any, cluster: Cluster, expected_version: int | None = None) -> None:
-    """Delete a cluster with its inventory; its policies and label assignments go through
-    their own delete services first, so each leaves its audit entry."""
-    from policies.services import label_assignment_delete, policy_delete
-
+    """Delete a cluster with its inventory; the apps owning per-cluster objects (policies,
+    label assignments) delete theirs through their own services first, on ``cluster_deleting``,
+    so each leaves its audit entry."""
     _check_cluster_version(Cluster.objects.select_for_update().get(pk=cluster.pk), expected_version)
     before = cluster_content(cluster)
-    for policy in cluster.policies.all():
-        # Deleting the cluster was asked for; its expectations go with it.
-        policy_delete(actor=actor, policy=policy, force=True)
-    for assignment in cluster.label_assignments.all():
-        label_assignment_delete(actor=actor, assignment=assignment, force=True)
+    cluster_deleting.send(sender=Cluster, cluster=cluster, actor=actor)
     cluster.delete()
     record_change(
         actor=actor,

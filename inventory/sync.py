@@ -21,6 +21,9 @@ from django.db import transaction
 from django.utils import timezone
 from kubernetes import client
 
+from core.audit import audit_record
+from core.models import AuditAction
+from core.revisions import bump_snapshot_revision
 from inventory import sync_status
 from inventory.guard import held_reason
 from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
@@ -28,9 +31,6 @@ from inventory.metrics import SYNC_DURATION
 from inventory.models import Cluster, ClusterSource, Node
 from inventory.node_list import decode_node_list
 from inventory.services import ApplyResult, nodes_apply, object_name
-from portal.audit import audit_record
-from portal.models import AuditAction
-from portal.revisions import bump_snapshot_revision
 
 logger = logging.getLogger(__name__)
 

@@ -26,9 +26,12 @@ from typing import Any
 
 from django.db import transaction
 
+from core.errors import ContentError
+from core.models import AuditAction
 from inventory.models import Cluster
 from policies.api.diff import content_diff
 from policies.api.serializers import clean_assignment_for_api, clean_policy_for_api
+from policies.content import label_assignment_content, policy_content
 from policies.expectations import (
     broken_by,
     expectation_content,
@@ -40,17 +43,14 @@ from policies.expectations import (
 from policies.models import Expectation, LabelAssignment, Policy
 from policies.preview import preview_policy
 from policies.services import (
-    label_assignment_content,
     label_assignment_create,
     label_assignment_delete,
     label_assignment_update,
-    policy_content,
     policy_create,
     policy_delete,
     policy_update,
 )
-from policies.validation import ContentError, clean_expectation
-from portal.models import AuditAction
+from policies.validation import clean_expectation
 
 API_VERSION = "portal/v1"
 KIND = "PolicySet"

@@ -4,3 +4,12 @@ from django.apps import AppConfig
 class PoliciesConfig(AppConfig):
     name = "policies"
     verbose_name = "Policies"
+
+    def ready(self) -> None:
+        """Serve the inventory what it needs from this app (inventory.hooks)."""
+        from inventory.hooks import cluster_deleting, register_assignment_reader
+        from policies.selectors import cluster_assignment_specs
+        from policies.services import delete_cluster_objects
+
+        register_assignment_reader(cluster_assignment_specs)
+        cluster_deleting.connect(delete_cluster_objects, dispatch_uid="policies-cluster-delete")

@@ -1,5 +1,10 @@
 """Compile the stored configuration into the extender's immutable Snapshot.
 
+``current_snapshot`` is what the portal's own pages and API explain with (simulate, previews,
+expectations): the snapshot at the committed revision, built at most once per revision in a
+process. The extender's holder offers every snapshot it builds (``remember``), so where the
+extender runs in the same process, both read the same object.
+
 ``read_sources`` reads clusters, nodes, enabled policies and label assignments in one consistent
 read (one REPEATABLE READ transaction on PostgreSQL; SQLite transactions are serialisable),
 together with the snapshot revision, so a concurrent write is never half-seen. The result is a
@@ -9,17 +14,48 @@ processes keep on disk for restarts while the database is unreachable.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
 from django.db import connection, transaction
 
+from core.revisions import current_snapshot_revision
 from inventory.models import Cluster, Node
+from policies.content import label_assignment_content, policy_content
 from policies.engine.snapshot import ClusterSettings, NodeRecord, Snapshot
 from policies.engine.sources import snapshot_from_sources, sources_document
 from policies.models import LabelAssignment, Policy
-from policies.services import label_assignment_content, policy_content
-from portal.revisions import current_snapshot_revision
+
+_latest: Snapshot | None = None
+_latest_lock = threading.Lock()
+
+
+def current_snapshot() -> Snapshot:
+    """The snapshot at the committed revision: one indexed read when it is already built here,
+    a build when the configuration has moved on (the web process may not run the refresher)."""
+    revision = current_snapshot_revision()
+    latest = _latest
+    if latest is not None and latest.revision == revision:
+        return latest
+    with _latest_lock:
+        latest = _latest
+        if latest is None or latest.revision != revision:
+            latest = build_snapshot()
+            remember(latest)
+        return latest
+
+
+def remember(snapshot: Snapshot) -> None:
+    """Offer ``snapshot`` to ``current_snapshot`` (the extender's holder does on every build)."""
+    global _latest
+    _latest = snapshot
+
+
+def forget() -> None:
+    """Drop the remembered snapshot (tests: revisions repeat when transactions roll back)."""
+    global _latest
+    _latest = None
 
 
 def build_snapshot() -> Snapshot:

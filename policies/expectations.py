@@ -16,9 +16,12 @@ from typing import Any
 
 from django.db import transaction
 
+from core.audit import audit_record
+from core.errors import ContentError, ExpectationsBroken
+from core.models import AuditAction
+from policies.compile import current_snapshot
 from policies.engine.errors import EngineValidationError
 from policies.engine.expectations import (
-    ExpectationsBroken,
     ExpectationSpec,
     Outcome,
     evaluate_expectation,
@@ -27,10 +30,7 @@ from policies.engine.expectations import (
 from policies.engine.policy import CompiledPolicy, compile_policy
 from policies.engine.snapshot import Snapshot
 from policies.models import Expectation
-from policies.simulate import current_snapshot
-from policies.validation import ContentError, clean_expectation
-from portal.audit import audit_record
-from portal.models import AuditAction
+from policies.validation import clean_expectation
 
 OBJECT_TYPE = "expectation"
 

@@ -12,30 +12,22 @@ from typing import Any
 
 from django import forms
 
+from core.errors import ContentError, conflict_message
+from core.limits import MAX_NOTE_CHARS
 from inventory.forms import add_content_errors
 from policies.engine import kinds
 from policies.expectations import broken_by_assignment
 from policies.formfields import ListTextField, MapTextField, RequirementsTextField
 from policies.models import FilterRule, LabelAssignment, Policy, WeightRule
 from policies.validation import (
-    ContentError,
     clean_filter_rule,
     clean_label_assignment,
     clean_policy,
     clean_weight_rule,
 )
-from portal.limits import MAX_NOTE_CHARS
 
 EVERY_CLUSTER = "— every cluster —"
 NOTE_HELP = "Why you make this change; kept with the new version and in the audit log."
-
-
-def conflict_message(what: str, current_version: int) -> str:
-    """The message shown when an edit was based on a version that is no longer current."""
-    return (
-        f"This {what} was changed by someone else since you opened it "
-        f"(now version {current_version}); reload the page and make your change again."
-    )
 
 
 def move_paths(error: ContentError, moves: dict[str, str]) -> ContentError:

@@ -11,14 +11,15 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from core.errors import ContentError
 from inventory.models import Cluster, Node
+from policies.compile import current_snapshot
+from policies.content import label_assignment_content, policy_content
 from policies.engine import preview as engine
 from policies.engine.sources import assignment_spec_from_content
 from policies.expectations import broken_by
 from policies.models import LabelAssignment, Policy
-from policies.services import label_assignment_content, policy_content
-from policies.simulate import current_snapshot
-from policies.validation import ContentError, clean_label_assignment, clean_policy
+from policies.validation import clean_label_assignment, clean_policy
 
 
 def preview_policy(data: Any) -> dict[str, Any]:

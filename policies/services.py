@@ -12,7 +12,11 @@ from typing import Any
 
 from django.db import transaction
 
+from core.audit import actor_name, record_change
+from core.errors import ContentError, VersionConflict
+from core.models import AuditAction
 from inventory.models import Cluster
+from policies.content import label_assignment_content, policy_content
 from policies.engine import kinds
 from policies.expectations import guard_assignment_change, guard_policy_change
 from policies.models import (
@@ -23,69 +27,15 @@ from policies.models import (
     PolicyVersion,
     WeightRule,
 )
-from policies.validation import ContentError, clean_label_assignment, clean_policy
-from portal.audit import actor_name, record_change
-from portal.models import AuditAction
+from policies.validation import clean_label_assignment, clean_policy
 
 # The rule columns a write sets, from the rule-kind registry.
 FILTER_RULE_FIELDS = kinds.columns(kinds.FILTER)
 WEIGHT_RULE_FIELDS = (*kinds.columns(kinds.WEIGHT), "weight")
 
 
-class VersionConflict(Exception):
-    """The caller based its change on a version that is no longer current."""
-
-    def __init__(self, current_version: int, expected_version: int) -> None:
-        self.current_version = current_version
-        self.expected_version = expected_version
-        super().__init__(
-            f"version {expected_version} is stale: the current version is {current_version}"
-        )
-
-
 class ObjectExists(ContentError):
     pass
-
-
-# --- serialisation --------------------------------------------------------------------------
-
-
-def _rule_content(rule: FilterRule | WeightRule, role: str) -> dict:
-    out: dict[str, Any] = {"kind": rule.kind}
-    kind = kinds.get(role, rule.kind)
-    for field in kind.fields if kind else ():
-        out[field] = getattr(rule, field)
-    if isinstance(rule, WeightRule):
-        out["weight"] = rule.weight
-    out["message"] = rule.message
-    out["enabled"] = rule.enabled
-    return out
-
-
-def policy_content(policy: Policy) -> dict:
-    """The canonical content of a stored policy (what versions, diff and export use)."""
-    return {
-        "name": policy.name,
-        "description": policy.description,
-        "cluster": policy.cluster.name if policy.cluster_id else None,
-        "enabled": policy.enabled,
-        "mode": policy.mode,
-        "pod_selector": policy.pod_selector,
-        "filter_rules": [_rule_content(r, kinds.FILTER) for r in policy.filter_rules.all()],
-        "weight_rules": [_rule_content(r, kinds.WEIGHT) for r in policy.weight_rules.all()],
-    }
-
-
-def label_assignment_content(assignment: LabelAssignment) -> dict:
-    return {
-        "name": assignment.name,
-        "cluster": assignment.cluster.name if assignment.cluster_id else None,
-        "description": assignment.description,
-        "enabled": assignment.enabled,
-        "priority": assignment.priority,
-        "node_selector": assignment.node_selector,
-        "labels": assignment.labels,
-    }
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -552,3 +502,13 @@ def label_assignment_delete(
         object_name=before["name"],
         before=before,
     )
+
+
+def delete_cluster_objects(*, cluster: Cluster, actor: Any, **_signal: Any) -> None:
+    """Delete the policies and label assignments of a cluster being deleted, each audited
+    (the ``inventory.hooks.cluster_deleting`` receiver). Deleting the cluster was asked for, so
+    its expectations go with it (``force``)."""
+    for policy in cluster.policies.all():
+        policy_delete(actor=actor, policy=policy, force=True)
+    for assignment in cluster.label_assignments.all():
+        label_assignment_delete(actor=actor, assignment=assignment, force=True)

@@ -1,7 +1,8 @@
 """What would happen to this pod: the extender's own decision, explained per node.
 
 A thin adapter: the verdicts and scores come from ``policies.engine.evaluate`` on the snapshot
-the extender serves (``extender.holder``), through the same calls the extender's names mode
+the extender serves (``policies.compile.current_snapshot``: the same revision, the same object
+where the extender runs in the process), through the same calls the extender's names mode
 makes (``ClusterEvaluator.active`` + ``table``, ``filter_names``, and scores over the nodes the
 filter kept, as kube-scheduler calls prioritize with them). The per-rule breakdown reads the
 same compiled rules (``FilterCheck.judge``/``reason``, ``WeightCheck.contribution``) over the same
@@ -15,29 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from core.errors import ContentError
+from policies.compile import current_snapshot
 from policies.engine.evaluate import ClusterEvaluator, PolicySetTable, evaluate_names
 from policies.engine.labels import label_key_errors, label_value_errors
 from policies.engine.pods import PodFacts, pod_facts_from_dict
 from policies.engine.policy import CompiledPolicy
 from policies.engine.snapshot import ClusterSnapshot, Snapshot
-from policies.validation import ContentError
 
 MAX_NODES = 20_000
-
-
-def current_snapshot() -> Snapshot:
-    """The extender's snapshot, rebuilt when the stored configuration has moved on.
-
-    The API process may not run the extender's refresher, so compare revisions here: one
-    indexed read, and a simulation never explains a configuration that is gone.
-    """
-    from extender.holder import holder
-    from portal.revisions import current_snapshot_revision
-
-    snapshot = holder.snapshot
-    if snapshot is None or snapshot.revision != current_snapshot_revision():
-        snapshot = holder.load()
-    return snapshot
 
 
 def clean_pod(pod: Any) -> PodFacts:

@@ -11,25 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from core import limits
+from core.errors import ContentError
+from policies.content import ASSIGNMENT_FIELDS, POLICY_FIELDS
 from policies.engine import kinds
 from policies.engine.assignments import labels_errors, node_selector_from_dict
 from policies.engine.errors import EngineValidationError
 from policies.engine.expectations import KINDS as EXPECTATION_KINDS
 from policies.engine.labels import dns1123_label_errors
 from policies.engine.selectors import label_selector_from_dict
-from portal import limits
 
 POLICY_MODES = ("enforce", "dry-run")
 NAME_MAX = 100
 MESSAGE_MAX = 500
-
-
-class ContentError(ValueError):
-    """Invalid content: ``errors`` maps a field path to its messages."""
-
-    def __init__(self, errors: Mapping[str, list[str]]) -> None:
-        self.errors = {k: list(v) for k, v in errors.items()}
-        super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in self.errors.items()))
 
 
 class _Errors:
@@ -238,18 +232,6 @@ def _rules(data: Mapping, key: str, cleaner: Any, errs: _Errors) -> list[dict]:
     return out
 
 
-POLICY_FIELDS = {
-    "name",
-    "description",
-    "cluster",
-    "enabled",
-    "mode",
-    "pod_selector",
-    "filter_rules",
-    "weight_rules",
-}
-
-
 def clean_policy(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> dict:
     """Canonical policy content (cluster by name or None), or ContentError per field."""
     errs = _Errors()
@@ -283,17 +265,6 @@ def clean_policy(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> di
     }
     errs.raise_if_any()
     return content
-
-
-ASSIGNMENT_FIELDS = {
-    "name",
-    "cluster",
-    "description",
-    "enabled",
-    "priority",
-    "node_selector",
-    "labels",
-}
 
 
 def clean_label_assignment(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> dict:

@@ -1,13 +1,12 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
 
 
 class PortalConfig(AppConfig):
+    """The project: settings, URLs, WSGI, Celery, the management commands and the admin's look.
+
+    It has no models; its label is ``site`` because ``portal`` belongs to ``core`` (see there).
+    """
+
     name = "portal"
-    verbose_name = "Portal"
-
-    def ready(self) -> None:
-        from portal.roles import sync_roles_after_migrate
-
-        # Runs after auth has created the permissions of every installed model.
-        post_migrate.connect(sync_roles_after_migrate, sender=self)
+    label = "site"
+    verbose_name = "Site"

@@ -11,7 +11,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 # Task counters and the worker's metrics port hang on Celery's signals (connected on import).
-import portal.task_metrics  # noqa: E402, F401
+import core.task_metrics  # noqa: E402, F401
 
 
 @app.on_after_configure.connect

@@ -76,6 +76,7 @@ INSTALLED_APPS = [
     "csp",
     "axes",
     "django_guid",
+    "core",
     "portal",
     "inventory",
     "policies",
@@ -84,7 +85,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: every later log record of the request carries its id (portal.logs).
+    # First: every later log record of the request carries its id (core.logs).
     "django_guid.middleware.guid_middleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -198,7 +199,7 @@ LOGIN_URL = "admin:login"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "portal.tokens.HashedTokenAuthentication",
+        "core.tokens.HashedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -206,11 +207,11 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
-    "EXCEPTION_HANDLER": "portal.api.errors.api_exception_handler",
-    # Writes per user (portal.api.throttles); reads are not limited.
-    "DEFAULT_THROTTLE_CLASSES": ["portal.api.throttles.WriteRateThrottle"],
+    "EXCEPTION_HANDLER": "core.api.errors.api_exception_handler",
+    # Writes per user (core.api.throttles); reads are not limited.
+    "DEFAULT_THROTTLE_CLASSES": ["core.api.throttles.WriteRateThrottle"],
     "DEFAULT_PARSER_CLASSES": [
-        "portal.api.parsers.BoundedJSONParser",
+        "core.api.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
@@ -300,7 +301,7 @@ STORAGES = {
     },
 }
 # The outer bound on any request body Django reads (a 5,000-node NodeList import); the API's
-# parsers hold every other document to portal.limits.MAX_DOCUMENT_BYTES (4 MiB).
+# parsers hold every other document to core.limits.MAX_DOCUMENT_BYTES (4 MiB).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 128 * 1024 * 1024)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
 
@@ -365,11 +366,11 @@ DJANGO_GUID = {
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain").strip().lower()
 if LOG_FORMAT not in ("plain", "json"):
     raise ImproperlyConfigured(f"LOG_FORMAT must be plain or json, not {LOG_FORMAT!r}")
-LOGGING_CONFIG = "portal.logs.configure"
+LOGGING_CONFIG = "core.logs.configure"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "portal.logs.RequestIdFilter"}},
+    "filters": {"request_id": {"()": "core.logs.RequestIdFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
         "json": {

@@ -16,10 +16,14 @@ def _own_snapshot_dir(settings, tmp_path: Path) -> None:
 
 @pytest.fixture(autouse=True)
 def _no_snapshot_from_another_test():
-    """The process-wide snapshot holder starts empty: revisions repeat across tests (each test's
-    transaction is rolled back), so a snapshot kept from one test could pass for the next's."""
+    """The extender's holder and the portal's remembered snapshot start empty: revisions repeat
+    across tests (each test's transaction is rolled back), so a snapshot kept from one test could
+    pass for the next's."""
     from extender.holder import holder
+    from policies.compile import forget
 
     holder.snapshot = None
+    forget()
     yield
     holder.snapshot = None
+    forget()

@@ -16,12 +16,12 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from inventory.demo import demo_nodes
+from core import tokens
+from core.models import ApiToken, AuditEntry
+from core.revisions import current_snapshot_revision
 from inventory.models import Cluster, Node
 from policies.models import LabelAssignment, Policy, PolicyVersion
-from portal import tokens
-from portal.models import ApiToken, AuditEntry
-from portal.revisions import current_snapshot_revision
+from portal.demo import demo_nodes
 
 pytestmark = pytest.mark.django_db
 

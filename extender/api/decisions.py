@@ -5,9 +5,9 @@ from __future__ import annotations
 import django_filters
 from rest_framework import serializers
 
+from core.api.base import ReadOnlyPortalViewSet
+from core.api.filters import UTCDateTimeFilter
 from extender.models import Decision
-from portal.api.base import ReadOnlyPortalViewSet
-from portal.api.filters import UTCDateTimeFilter
 
 
 class DecisionSerializer(serializers.ModelSerializer):  # type: ignore[type-arg]  # not subscriptable at runtime

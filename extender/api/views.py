@@ -14,6 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.api.base import NulGuardMixin
+from core.api.formats import JSONUnlessYAMLMixin, response_format, yaml_dump
+from core.api.permissions import ActionPermissions
+from core.api.schema import PortalAutoSchema
 from extender.bundles import kubeadm_bundle, second_scheduler_bundle
 from extender.native_profile import NativeProfile, native_profile
 from extender.scheduler_config import (
@@ -28,12 +32,8 @@ from extender.scheduler_config import (
     tls_warnings,
 )
 from inventory.models import Cluster
+from policies.content import policy_content
 from policies.models import LabelAssignment, Policy
-from policies.services import policy_content
-from portal.api.base import NulGuardMixin
-from portal.api.formats import JSONUnlessYAMLMixin, response_format, yaml_dump
-from portal.api.permissions import ActionPermissions
-from portal.api.schema import PortalAutoSchema
 
 CONFIG_PARAMETERS = [
     OpenApiParameter(

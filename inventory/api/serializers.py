@@ -9,11 +9,11 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.api.base import ContentSerializer, StrictSerializer, max_length_errors
+from core.errors import ContentError
 from inventory.models import Cluster, ClusterSource, Node, SyncState, UnknownNodeAction
 from inventory.services import CLUSTER_FIELDS, clean_cluster, cluster_content
 from policies.engine.assignments import assigned_labels
-from policies.validation import ContentError
-from portal.api.base import ContentSerializer, StrictSerializer, max_length_errors
 
 STRING_FIELDS = ("display_name", "description", "kubeconfig_path", "kubeconfig_context")
 INT_MAX = 2_147_483_647

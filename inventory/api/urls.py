@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
+from core.api.formats import NodeListTextYAMLParser, NodeListXYAMLParser, NodeListYAMLParser
+from core.api.parsers import NodeListJSONParser
 from inventory.api import views
-from portal.api.formats import NodeListTextYAMLParser, NodeListXYAMLParser, NodeListYAMLParser
-from portal.api.parsers import NodeListJSONParser
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet, basename="cluster")

@@ -18,6 +18,10 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.api.base import NAME_LOOKUP_REGEX, ContentViewSet, ReadOnlyPortalViewSet
+from core.api.errors import PreconditionRequired
+from core.api.schema import DETAIL_SCHEMA
+from core.errors import ContentError
 from inventory.api.filtersets import ClusterFilterSet, NodeFilterSet
 from inventory.api.serializers import (
     ClusterSerializer,
@@ -26,14 +30,10 @@ from inventory.api.serializers import (
     NodeSerializer,
     SyncQueuedSerializer,
 )
+from inventory.hooks import cluster_assignment_specs
 from inventory.imports import nodes_import, parse_node_list
 from inventory.models import Cluster, ClusterSource, Node
 from inventory.services import cluster_create, cluster_delete, cluster_update
-from policies.selectors import cluster_assignment_specs
-from policies.validation import ContentError
-from portal.api.base import NAME_LOOKUP_REGEX, ContentViewSet, ReadOnlyPortalViewSet
-from portal.api.errors import PreconditionRequired
-from portal.api.schema import DETAIL_SCHEMA
 
 logger = logging.getLogger(__name__)
 

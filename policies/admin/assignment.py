@@ -15,8 +15,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from core.admin import ServiceWriteMixin, labels_text
+from core.errors import ContentError, ExpectationsBroken
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
-from policies.engine.expectations import ExpectationsBroken
 from policies.forms import LabelAssignmentForm
 from policies.models import LabelAssignment
 from policies.preview import preview_label_assignment
@@ -26,8 +27,6 @@ from policies.services import (
     label_assignment_set_enabled,
     label_assignment_update,
 )
-from policies.validation import ContentError
-from portal.admin import ServiceWriteMixin, labels_text
 
 
 def selector_summary(selector: dict) -> str:

@@ -7,8 +7,8 @@ import difflib
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from core.admin import pretty_json
 from policies.models import LabelAssignment, Policy
-from portal.admin import pretty_json
 
 HISTORY_FIELDS = ("version", "created_at", "created_by", "updated_at", "updated_by")
 

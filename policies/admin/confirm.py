@@ -16,11 +16,11 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
+from core.errors import ContentError
 from policies.admin.common import version_diff
+from policies.content import policy_content
 from policies.models import Policy
 from policies.preview import preview_policy
-from policies.services import policy_content
-from policies.validation import ContentError
 
 CONFIRMED = "yes"
 
@@ -46,7 +46,7 @@ def policy_changes(
     items = []
     for policy in queryset:
         before = policy_content(policy)
-        items.append(change_item(policy, before, change(dict(before))))
+        items.append(change_item(policy, dict(before), change(dict(before))))
     return items
 
 

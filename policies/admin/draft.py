@@ -16,13 +16,13 @@ from django.forms import BaseFormSet
 from django.forms.utils import ErrorList
 from django.http import HttpRequest
 
+from core.errors import ContentError
 from policies.admin.common import version_diff
+from policies.compile import current_snapshot
+from policies.content import policy_content
 from policies.engine import kinds
 from policies.models import FilterRule, Policy
 from policies.preview import preview_policy
-from policies.services import policy_content
-from policies.simulate import current_snapshot
-from policies.validation import ContentError
 
 CONFIRM_FIELD = "confirm_warnings"
 PREVIEW_BUTTON = "_preview"

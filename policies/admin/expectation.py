@@ -15,6 +15,8 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from core.admin import ServiceWriteMixin
+from core.errors import ContentError
 from inventory.forms import add_content_errors
 from policies.admin.common import HISTORY_FIELDS, cluster_display
 from policies.expectations import (
@@ -26,8 +28,7 @@ from policies.expectations import (
 from policies.formfields import ListTextField, MapTextField, RequirementsTextField
 from policies.forms import EVERY_CLUSTER, move_paths
 from policies.models import Expectation
-from policies.validation import ContentError, clean_expectation
-from portal.admin import ServiceWriteMixin
+from policies.validation import clean_expectation
 
 MOVES = {
     "pod.namespace": "namespace",

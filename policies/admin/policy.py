@@ -22,6 +22,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from core.admin import EMPTY, ServiceWriteMixin
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
 from policies.admin.confirm import confirmation_page, confirmed, policy_changes
 from policies.admin.draft import (
@@ -44,7 +45,6 @@ from policies.services import (
     policy_set_mode,
     policy_update,
 )
-from portal.admin import EMPTY, ServiceWriteMixin
 
 
 class RuleInline(admin.StackedInline):

@@ -11,18 +11,13 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.safestring import SafeString
 
+from core.admin import ReadOnlyAdmin, json_pre
+from core.errors import ContentError
 from policies.admin.common import version_diff
 from policies.admin.confirm import change_item, confirmation_page, confirmed
+from policies.content import label_assignment_content, policy_content
 from policies.models import LabelAssignmentVersion, Policy, PolicyVersion
-from policies.services import (
-    label_assignment_content,
-    label_assignment_rollback,
-    policy_content,
-    policy_restore,
-    policy_rollback,
-)
-from policies.validation import ContentError
-from portal.admin import ReadOnlyAdmin, json_pre
+from policies.services import label_assignment_rollback, policy_restore, policy_rollback
 
 
 class DeletedFilter(admin.SimpleListFilter):

@@ -17,13 +17,14 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from core.api.formats import yaml_dump, yaml_load
+from core.errors import ContentError, ExpectationsBroken, VersionConflict
+from core.limits import MAX_DOCUMENT_BYTES, MAX_NOTE_CHARS
 from policies.admin.draft import CONFIRM_FIELD, PREVIEW_BUTTON, draft_report
-from policies.engine.expectations import ExpectationsBroken
+from policies.content import policy_content
 from policies.models import Policy
-from policies.services import VersionConflict, policy_content, policy_update
-from policies.validation import ContentError, clean_policy
-from portal.api.formats import yaml_dump, yaml_load
-from portal.limits import MAX_DOCUMENT_BYTES, MAX_NOTE_CHARS
+from policies.services import policy_update
+from policies.validation import clean_policy
 
 
 def yaml_view(modeladmin: Any, request: HttpRequest, object_id: str) -> HttpResponse:

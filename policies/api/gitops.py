@@ -12,12 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from policies.api.serializers import LabelAssignmentSerializer, PolicySerializer
-from policies.apply import API_VERSION, KIND, export_document, policy_set_apply
-from policies.simulate import clean_pod, simulate
-from policies.validation import ContentError
-from portal.api.base import NulGuardMixin, StrictSerializer, query_flag
-from portal.api.formats import (
+from core.api.base import NulGuardMixin, StrictSerializer, query_flag
+from core.api.formats import (
     JSONUnlessYAMLMixin,
     TextYAMLParser,
     XYAMLParser,
@@ -25,9 +21,13 @@ from portal.api.formats import (
     response_format,
     yaml_dump,
 )
-from portal.api.parsers import BoundedJSONParser
-from portal.api.permissions import ActionPermissions
-from portal.api.schema import PortalAutoSchema
+from core.api.parsers import BoundedJSONParser
+from core.api.permissions import ActionPermissions
+from core.api.schema import PortalAutoSchema
+from core.errors import ContentError
+from policies.api.serializers import LabelAssignmentSerializer, PolicySerializer
+from policies.apply import API_VERSION, KIND, export_document, policy_set_apply
+from policies.simulate import clean_pod, simulate
 
 # --- simulate -------------------------------------------------------------------------------
 

@@ -11,7 +11,10 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from core.api.base import ContentSerializer, StrictSerializer, max_length_errors, user_name
+from core.errors import ContentError
 from policies.api.diff import content_diff
+from policies.content import label_assignment_content, policy_content
 from policies.engine import kinds
 from policies.engine.selectors import NODE_OPERATORS as NODE_OPERATOR_NAMES
 from policies.engine.selectors import POD_OPERATORS as POD_OPERATOR_NAMES
@@ -28,9 +31,7 @@ from policies.models import (
     PolicyVersion,
     WeightRule,
 )
-from policies.services import label_assignment_content, policy_content
-from policies.validation import ContentError, clean_label_assignment, clean_policy
-from portal.api.base import ContentSerializer, StrictSerializer, max_length_errors, user_name
+from policies.validation import clean_label_assignment, clean_policy
 
 POD_OPERATORS = list(POD_OPERATOR_NAMES)
 NODE_OPERATORS = list(NODE_OPERATOR_NAMES)

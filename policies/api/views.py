@@ -19,6 +19,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.api.base import ContentViewSet, query_flag
 from policies.api.filtersets import LabelAssignmentFilterSet, PolicyFilterSet
 from policies.api.serializers import (
     LabelAssignmentSerializer,
@@ -41,7 +42,6 @@ from policies.services import (
     policy_rollback,
     policy_update,
 )
-from portal.api.base import ContentViewSet, query_flag
 
 ETAG_HEADER = OpenApiParameter(
     "ETag",

@@ -29,18 +29,6 @@ KINDS = {
 }
 
 
-class ExpectationsBroken(Exception):
-    """A change would make passing expectations fail; nothing was written."""
-
-    def __init__(self, broken: list[dict[str, Any]]) -> None:
-        self.broken = broken
-        names = ", ".join(sorted({b["name"] for b in broken}))
-        super().__init__(
-            f"This change breaks {len(broken)} expectation"
-            f"{'s' if len(broken) != 1 else ''} ({names}); confirm it to make it anyway."
-        )
-
-
 @dataclass(frozen=True)
 class ExpectationSpec:
     name: str

@@ -15,10 +15,10 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from portal.api.base import NulGuardMixin, ReadOnlyPortalViewSet
-from portal.api.filters import UTCDateTimeFilter
-from portal.api.schema import PortalAutoSchema
-from portal.models import AuditAction, AuditEntry
+from core.api.base import NulGuardMixin, ReadOnlyPortalViewSet
+from core.api.filters import UTCDateTimeFilter
+from core.api.schema import PortalAutoSchema
+from core.models import AuditAction, AuditEntry
 
 ROOT_ROUTES = {
     "clusters": "cluster-list",

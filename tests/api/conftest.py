@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from rest_framework.test import APIClient
 
-from portal import tokens
-from portal.roles import ROLES, sync_roles
+from core import tokens
+from core.roles import ROLES, sync_roles
 
 
 def _user_with_role(role: str):

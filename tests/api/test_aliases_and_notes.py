@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.models import AuditEntry
 from policies.models import LabelAssignment, Policy, PolicyVersion
-from portal.models import AuditEntry
 from tests.factories import assignment_data, make_cluster, policy_data
 
 pytestmark = pytest.mark.django_db

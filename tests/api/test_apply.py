@@ -7,8 +7,8 @@ import copy
 import pytest
 import yaml
 
+from core.models import AuditAction, AuditEntry
 from policies.models import LabelAssignment, Policy, PolicyVersion
-from portal.models import AuditAction, AuditEntry
 from tests.factories import assignment_data, make_cluster, policy_data
 
 pytestmark = pytest.mark.django_db

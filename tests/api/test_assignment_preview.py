@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from core.models import AuditEntry
 from inventory.services import nodes_apply
+from policies.compile import current_snapshot
 from policies.models import LabelAssignment
 from policies.services import label_assignment_create
-from policies.simulate import current_snapshot
-from portal.models import AuditEntry
 from tests.factories import assignment_data, make_cluster
 from tests.ui.helpers import node_object
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.models import AuditEntry
 from policies.models import LabelAssignment, LabelAssignmentVersion
 from policies.services import label_assignment_delete, label_assignment_set_enabled
-from portal.models import AuditEntry
 from tests.factories import assignment_data, make_assignment
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ import threading
 import pytest
 from django.db import connection
 
+from policies.content import policy_content
 from policies.models import LabelAssignment, Policy, PolicyVersion
-from policies.services import policy_content
 from tests.api.conftest import token_client
 from tests.factories import assignment_data, make_assignment, make_policy, policy_data
 

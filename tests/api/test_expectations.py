@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.models import AuditEntry
 from inventory.services import nodes_apply
+from policies.content import policy_content
 from policies.expectations import (
     ExpectationsBroken,
     current_outcomes,
@@ -13,14 +15,7 @@ from policies.expectations import (
     expectation_update,
 )
 from policies.models import Expectation, Policy
-from policies.services import (
-    policy_content,
-    policy_delete,
-    policy_rollback,
-    policy_set_enabled,
-    policy_update,
-)
-from portal.models import AuditEntry
+from policies.services import policy_delete, policy_rollback, policy_set_enabled, policy_update
 from tests.factories import make_cluster, make_policy, policy_data
 from tests.ui.helpers import node_object
 
@@ -189,7 +184,7 @@ def test_expectations_are_audited_and_versioned(cluster):
     ],
 )
 def test_invalid_expectations_are_refused_by_field(cluster, data, field):
-    from policies.validation import ContentError
+    from core.errors import ContentError
 
     base = {"name": "x", "kind": "can_land", "pod": {"namespace": "ml"}, "node_selector": {}}
     with pytest.raises(ContentError) as raised:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from core.models import AuditEntry
+from policies.content import policy_content
 from policies.models import Policy, PolicyVersion
-from policies.services import policy_content, policy_delete, policy_update
-from portal.models import AuditEntry
+from policies.services import policy_delete, policy_update
 from tests.factories import make_cluster, make_policy
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,5 @@
 """Hostile documents at every API entry point: a clear 4xx naming the limit, never a 5xx, no
-log flood, nothing written (portal/limits.py; docs/operations.md, "Input limits")."""
+log flood, nothing written (core/limits.py; docs/operations.md, "Input limits")."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from core import limits
 from inventory.models import Node
 from policies.models import Policy
-from portal import limits
 from tests.factories import make_cluster
 
 
@@ -181,9 +181,9 @@ def test_an_unexpected_error_is_a_json_500_without_details(
 
 def test_a_node_list_alias_bomb_or_bad_names_through_the_import_path(db) -> None:
     """The admin upload and `import_nodes` share parse_node_list and nodes_apply."""
+    from core.errors import ContentError
     from inventory.imports import parse_node_list
     from inventory.services import nodes_apply
-    from policies.validation import ContentError
 
     with pytest.raises(ContentError, match="aliases"):
         parse_node_list(b"kind: NodeList\nitems:\n" + ALIAS_BOMB)

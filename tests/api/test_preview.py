@@ -7,9 +7,9 @@ import random
 
 import pytest
 
+from core.revisions import current_snapshot_revision
 from policies.models import Policy
 from policies.services import policy_create, policy_delete
-from portal.revisions import current_snapshot_revision
 from tests.extender.extender_support import call, extender, reload  # noqa: F401
 from tests.factories import load_nodes, make_cluster, node_object
 

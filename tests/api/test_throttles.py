@@ -1,4 +1,4 @@
-"""API writes are rate-limited per user (portal.api.throttles); reads are not."""
+"""API writes are rate-limited per user (core.api.throttles); reads are not."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.models import AuditEntry
 from policies.models import LabelAssignment, Policy
-from portal.models import AuditEntry
 from tests.api.invalid_other import OTHER_CASES
 from tests.api.invalid_policies import POLICY_CASES
 

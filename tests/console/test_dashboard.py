@@ -10,11 +10,11 @@ from django.test import Client
 from django.utils import timezone
 
 from extender.models import Decision
-from inventory.demo import demo_seed
 from inventory.models import Cluster, SyncState
 from inventory.services import nodes_apply
 from policies.models import Policy
 from policies.services import policy_create, policy_update
+from portal.demo import demo_seed
 from tests.factories import make_cluster, node_object
 
 pytestmark = pytest.mark.django_db

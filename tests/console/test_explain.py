@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from inventory.demo import demo_seed
+from portal.demo import demo_seed
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.revisions import bump_snapshot_revision
 from extender import metrics, refresh
 from inventory.models import Cluster
-from portal.revisions import bump_snapshot_revision
 from tests.extender.observability_fakes import FakeHolder, FakeSnapshot
 from tests.factories import make_cluster
 

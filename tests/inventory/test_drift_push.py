@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from core.errors import ContentError
+from core.models import AuditAction, AuditEntry
 from inventory.drift import cluster_drift, cluster_drift_summary, node_drift
 from inventory.models import Cluster, Node
 from inventory.push import push_labels
 from inventory.sync import sync_cluster
 from policies.services import label_assignment_create
-from policies.validation import ContentError
-from portal.models import AuditAction, AuditEntry
 from tests.factories import UserFactory, make_cluster
 from tests.support.fake_kube import FakeKubeServer
 

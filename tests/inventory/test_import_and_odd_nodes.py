@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from core.api.formats import yaml_dump
+from core.models import AuditAction, AuditEntry
 from inventory.models import Cluster, Node, SyncState
 from inventory.sync import sync_cluster
-from portal.api.formats import yaml_dump
-from portal.models import AuditAction, AuditEntry
 from tests.factories import make_cluster
 from tests.support.fake_kube import FakeKubeServer
 from tests.support.nodes import realistic_node

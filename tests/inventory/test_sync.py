@@ -9,13 +9,13 @@ import pytest
 from django.utils import timezone
 from kubernetes.config import kube_config
 
+from core.revisions import current_snapshot_revision
 from inventory.kube import AuthError, KubeError, TransientError
 from inventory.models import Cluster, Node, SyncState
 from inventory.node_list import decode_node_list
 from inventory.node_objects import node_fields
 from inventory.services import nodes_apply
 from inventory.sync import SyncInProgress, sync_claim, sync_cluster
-from portal.revisions import current_snapshot_revision
 from tests.support.fake_kube import FakeKubeServer
 from tests.support.nodes import realistic_node
 

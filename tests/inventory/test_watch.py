@@ -14,10 +14,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.revisions import current_snapshot_revision
 from inventory.models import Cluster, Node
 from inventory.sync import sync_cluster
 from inventory.watch import ClusterWatcher, backoff_delay
-from portal.revisions import current_snapshot_revision
 from tests.support.fake_kube import FakeKubeServer
 from tests.support.nodes import realistic_node
 

@@ -19,13 +19,14 @@ from pathlib import Path
 import pytest
 from django.db.models import Q
 
+from core.errors import ContentError
 from policies.engine import kinds
 from policies.engine.checks import NAME_COLUMN, FilterCheck
 from policies.engine.errors import EngineValidationError
 from policies.engine.rules import compile_filter_rule
 from policies.forms import FilterRuleForm, WeightRuleForm
 from policies.models import FilterRule, WeightRule, kind_fields_constraint
-from policies.validation import ContentError, clean_filter_rule
+from policies.validation import clean_filter_rule
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,26 +4,25 @@ from __future__ import annotations
 
 import pytest
 
+from core.errors import ContentError, VersionConflict
+from core.models import AuditEntry
+from core.revisions import current_snapshot_revision
 from inventory.models import Cluster
 from inventory.services import cluster_delete, cluster_update
+from policies.content import policy_content
 from policies.models import FilterRule, LabelAssignment, Policy, PolicyVersion, WeightRule
 from policies.services import (
     ObjectExists,
-    VersionConflict,
     label_assignment_delete,
     label_assignment_set_enabled,
     label_assignment_update,
     policy_clone,
-    policy_content,
     policy_delete,
     policy_rollback,
     policy_set_enabled,
     policy_set_mode,
     policy_update,
 )
-from policies.validation import ContentError
-from portal.models import AuditEntry
-from portal.revisions import current_snapshot_revision
 from tests.factories import (
     UserFactory,
     assignment_data,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policies.validation import ContentError, clean_label_assignment, clean_policy
+from core.errors import ContentError
+from policies.validation import clean_label_assignment, clean_policy
 from tests.factories import assignment_data, policy_data
 
 

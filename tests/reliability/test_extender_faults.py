@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
+from core import tokens
 from policies.models import Policy
 from policies.services import policy_create, policy_update
-from portal import tokens
 from tests.factories import load_nodes, make_cluster, node_object
 from tests.reliability.server import (
     ExtenderServer,

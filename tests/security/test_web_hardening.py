@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from inventory.demo import demo_seed
+from portal.demo import demo_seed
 
 pytestmark = pytest.mark.django_db
 

@@ -14,13 +14,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from core import tokens
+from core.admin import age
+from core.models import AuditEntry
 from inventory.models import Cluster, Node
 from inventory.services import nodes_apply
 from policies.models import FilterRule, LabelAssignment, Policy, PolicyVersion, WeightRule
 from policies.services import label_assignment_create, policy_clone
-from portal import tokens
-from portal.admin import age
-from portal.models import AuditEntry
 from tests.ui.helpers import admin_url, change_url, form_data, node_object
 
 pytestmark = pytest.mark.django_db

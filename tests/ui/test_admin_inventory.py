@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from core.models import AuditEntry
 from inventory.models import Cluster, Node
 from inventory.services import cluster_create, nodes_apply
-from portal.models import AuditEntry
 from tests.ui.helpers import admin_url, change_url, form_data, node_object
 
 pytestmark = pytest.mark.django_db

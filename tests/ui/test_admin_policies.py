@@ -10,10 +10,11 @@ from django.test import Client
 from django.utils.html import escape
 
 import policies.admin.policy
+from core.models import AuditEntry
 from inventory.models import Cluster
+from policies.content import policy_content
 from policies.models import LabelAssignment, Policy, PolicyVersion
-from policies.services import policy_clone, policy_content, policy_set_enabled, policy_update
-from portal.models import AuditEntry
+from policies.services import policy_clone, policy_set_enabled, policy_update
 from tests.ui.helpers import admin_url, change_url, form_data, run_action, set_rows
 
 pytestmark = pytest.mark.django_db

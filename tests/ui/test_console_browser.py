@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group, User
 
-from inventory.demo import demo_seed
 from policies.services import policy_create
+from portal.demo import demo_seed
 from tests.ui.browser import PASSWORD, log_in
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -9,9 +9,10 @@ import re
 import pytest
 from django.contrib.auth.models import User
 
-from inventory.demo import demo_seed
+from policies.content import policy_content
 from policies.models import Policy, PolicyVersion
-from policies.services import policy_content, policy_update
+from policies.services import policy_update
+from portal.demo import demo_seed
 from tests.ui.browser import PASSWORD, fits, log_in
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,9 +10,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from core.models import AuditEntry
 from inventory.models import Cluster
 from policies.models import Policy, PolicyVersion
-from portal.models import AuditEntry
 from tests.ui.helpers import admin_url, change_url, form_data, run_action, set_rows
 
 pytestmark = pytest.mark.django_db
@@ -167,7 +167,8 @@ def test_an_action_shows_the_diff_and_impact_before_changing_anything(
 def test_rollback_shows_the_diff_first(
     admin_client: Client, admin_user: User, policy: Policy, nodes: None
 ) -> None:
-    from policies.services import policy_content, policy_update
+    from policies.content import policy_content
+    from policies.services import policy_update
 
     content = policy_content(policy)
     content["filter_rules"][0]["values"] = ["A100", "H100"]

@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.errors import ContentError
 from inventory.imports import nodes_import, parse_node_list
 from inventory.models import Cluster
-from policies.validation import ContentError
 
 
 def describe_errors(exc: ContentError) -> str:

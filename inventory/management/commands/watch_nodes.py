@@ -9,11 +9,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.metrics import serve_metrics
+from core.singleton import SingletonLock, wait_for_lock, watch_lock
 from inventory.metrics import watcher_leader
 from inventory.models import Cluster, ClusterSource
 from inventory.watch import watch_clusters
-from portal.metrics import serve_metrics
-from portal.singleton import SingletonLock, wait_for_lock, watch_lock
 
 # How often a standby retries the lock, and the holder checks it still holds it (seconds).
 LOCK_POLL_SECONDS = 2.0
@@ -66,7 +66,7 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
-        # One watcher acts, any others stand by (portal.singleton): two would both write
+        # One watcher acts, any others stand by (core.singleton): two would both write
         # every cluster's nodes.
         lock = SingletonLock(f"watch_nodes:{name}" if name else "watch_nodes")
         poll = options["lock_poll"]

@@ -1,7 +1,7 @@
 """``manage.py create_api_token USER --role ROLE``: an API token for automation.
 
 Only the key goes to stdout, so ``TOKEN=$(manage.py create_api_token ci --role editor)`` works.
-The key is shown this once: the portal keeps only its digest (portal/tokens.py).
+The key is shown this once: the portal keeps only its digest (core/tokens.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
-from portal import tokens
-from portal.models import ApiToken
-from portal.roles import ROLES, sync_roles
+from core import tokens
+from core.models import ApiToken
+from core.roles import ROLES, sync_roles
 
 
 class Command(BaseCommand):

@@ -18,7 +18,7 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from portal.roles import ROLE_ADMIN
+from core.roles import ROLE_ADMIN
 
 PASSWORD_ENV = "PORTAL_ADMIN_PASSWORD"
 PASSWORD_FILE_ENV = "PORTAL_ADMIN_PASSWORD_FILE"

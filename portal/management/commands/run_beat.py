@@ -1,7 +1,7 @@
 """``manage.py run_beat``: Celery beat, acting only while it holds the beat lock.
 
 Two beats would dispatch every periodic task twice. Each replica waits for the ``celery_beat``
-lock (portal.singleton) and runs beat in this process only while it holds it; if the lock's
+lock (core.singleton) and runs beat in this process only while it holds it; if the lock's
 session is lost, beat stops and the process exits non-zero so the orchestrator restarts it as a
 standby.
 """
@@ -16,8 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.singleton import SingletonLock, wait_for_lock, watch_lock
 from portal.celery import app
-from portal.singleton import SingletonLock, wait_for_lock, watch_lock
 
 
 class Command(BaseCommand):

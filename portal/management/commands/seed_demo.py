@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from inventory.demo import DEMO_CLUSTER, demo_seed
+from portal.demo import DEMO_CLUSTER, demo_seed
 
 
 class Command(BaseCommand):

@@ -24,10 +24,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from policies.engine.expectations import ExpectationsBroken
-from policies.services import VersionConflict
-from policies.validation import ContentError
-from portal import limits
+from core import limits
+from core.errors import ContentError, ExpectationsBroken, VersionConflict
 
 logger = logging.getLogger(__name__)
 

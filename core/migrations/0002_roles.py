@@ -9,7 +9,7 @@ def create_roles(apps, schema_editor):
         app_config.models_module = True
         create_permissions(app_config, apps=apps, verbosity=0)
         app_config.models_module = None
-    from portal.roles import sync_roles
+    from core.roles import sync_roles
 
     sync_roles(apps)
 

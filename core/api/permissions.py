@@ -1,6 +1,6 @@
 """Permissions: Django model permissions, with the view permission required for reads.
 
-Roles are groups (``portal.roles``): a viewer holds every ``view_*``, an editor also the write
+Roles are groups (``core.roles``): a viewer holds every ``view_*``, an editor also the write
 permissions of configuration models, an admin everything. Anonymous requests fail
 authentication first, so they get 401 (the token scheme sends ``WWW-Authenticate``).
 """

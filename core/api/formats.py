@@ -10,8 +10,8 @@ from rest_framework.exceptions import NotAcceptable, ParseError, ValidationError
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
-from portal import limits
-from portal.api.parsers import read_bounded
+from core import limits
+from core.api.parsers import read_bounded
 
 
 class _NoAliasLoader(yaml.SafeLoader):

@@ -17,7 +17,7 @@ from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
-from portal.models import ApiToken
+from core.models import ApiToken
 
 PREFIX_LENGTH = 12
 LAST_USED_RESOLUTION = timedelta(minutes=1)

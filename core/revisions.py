@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from portal.models import Revision
+from core.models import Revision
 
 SNAPSHOT = "snapshot"
 logger = logging.getLogger(__name__)

@@ -22,13 +22,12 @@ from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from policies.services import VersionConflict
-from policies.validation import ContentError
-from portal.api.errors import NON_FIELD, PreconditionFailed, StaleVersion, content_error_detail
-from portal.api.parsers import BoundedJSONParser
-from portal.api.permissions import PortalModelPermissions
-from portal.api.schema import PortalAutoSchema
-from portal.limits import MAX_NOTE_CHARS
+from core.api.errors import NON_FIELD, PreconditionFailed, StaleVersion, content_error_detail
+from core.api.parsers import BoundedJSONParser
+from core.api.permissions import PortalModelPermissions
+from core.api.schema import PortalAutoSchema
+from core.errors import ContentError, VersionConflict
+from core.limits import MAX_NOTE_CHARS
 
 # Names in URLs: policy and cluster names are DNS labels, node names DNS subdomains (dots).
 NAME_LOOKUP_REGEX = r"[^/]+"

@@ -18,7 +18,7 @@ from celery.signals import task_postrun, task_prerun, worker_init, worker_proces
 from django.conf import settings
 from prometheus_client import REGISTRY, Counter, Histogram
 
-from portal.metrics import clear_prometheus_dir, multiprocess_registry, serve_metrics
+from core.metrics import clear_prometheus_dir, multiprocess_registry, serve_metrics
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Request body parsers with the input limits of ``portal.limits``.
+"""Request body parsers with the input limits of ``core.limits``.
 
 JSON is read with a size limit (413 beyond ``MAX_DOCUMENT_BYTES``; Django's own limit does not
 cover DRF's stream reads) and decoded by orjson, then refused when it nests deeper than
@@ -14,7 +14,7 @@ from rest_framework import status
 from rest_framework.exceptions import APIException, ParseError
 from rest_framework.parsers import JSONParser
 
-from portal import limits
+from core import limits
 
 
 class PayloadTooLarge(APIException):

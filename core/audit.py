@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from portal.models import AuditEntry
-from portal.revisions import bump_snapshot_revision
+from core.models import AuditEntry
+from core.revisions import bump_snapshot_revision
 
 
 def actor_name(actor: Any) -> str:

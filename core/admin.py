@@ -15,11 +15,8 @@ from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 from rest_framework.authtoken.models import TokenProxy
 
-from policies.engine.expectations import ExpectationsBroken
-from policies.forms import conflict_message
-from policies.services import VersionConflict
-from policies.validation import ContentError
-from portal.models import ApiToken, AuditEntry
+from core.errors import ContentError, ExpectationsBroken, VersionConflict, conflict_message
+from core.models import ApiToken, AuditEntry
 
 admin.site.site_header = "Scheduling Policy Portal"
 admin.site.site_title = "Scheduling Policy Portal"
@@ -168,7 +165,7 @@ class AuditEntryAdmin(ReadOnlyAdmin):
 
 # --- API tokens -------------------------------------------------------------------------------
 
-# DRF's own token admin would show keys in clear; the portal's tokens are hashed (portal/tokens.py).
+# DRF's own token admin would show keys in clear; the portal's tokens are hashed (core/tokens.py).
 if admin.site.is_registered(TokenProxy):
     admin.site.unregister(TokenProxy)
 

@@ -1,0 +1,20 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class CoreConfig(AppConfig):
+    """The base package's app: audit log, snapshot revision, API tokens, roles.
+
+    Its label stays ``portal`` — the label these models were created under — so existing
+    databases keep their tables, migration history, content types and permissions.
+    """
+
+    name = "core"
+    label = "portal"
+    verbose_name = "Portal"
+
+    def ready(self) -> None:
+        from core.roles import sync_roles_after_migrate
+
+        # Runs after auth has created the permissions of every installed model.
+        post_migrate.connect(sync_roles_after_migrate, sender=self)

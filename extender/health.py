@@ -108,7 +108,7 @@ def metrics_app(environ: dict[str, Any], start_response: StartResponse) -> list[
     try:
         metrics.update_snapshot_gauges(refresh.freshness())
         decisions.publish_queue_depth()
-        body, content_type = metrics.render()
+        body, content_type = metrics.render(refresh.INVENTORY_COLLECTOR)
     except Exception as exc:
         # A broken scrape must be visible to Prometheus as a failed scrape, not a dead worker.
         logger.exception("rendering metrics failed")

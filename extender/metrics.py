@@ -9,7 +9,9 @@ when the server starts, and gunicorn's ``child_exit`` hook must call
 
 Per-process views of the snapshot (revision, age, stale) are gauges each process refreshes
 after every revision check and right before a scrape; values that are the same in every
-process (inventory age per cluster) are computed at scrape time by :class:`InventoryCollector`.
+process (inventory age per cluster) are computed at scrape time by :class:`InventoryCollector`,
+which the scrape is given (``render(collector)``) by the module that knows the snapshot and the
+refresher (``extender.refresh``): this module imports nothing of the extender.
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ from prometheus_client.registry import Collector
 from core.metrics import BUILD_INFO, registry_with_build_info
 
 if TYPE_CHECKING:
-    from extender.records import CallRecord
-    from extender.refresh import Freshness
+    from extender.records import CallRecord, Freshness
 
 MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+# Collectors registered in the default registry by a scrape (single-process mode).
+_registered: list[Collector] = []
 
 # Names-mode calls take tens of microseconds, full-mode calls with thousands of 13 KB nodes
 # take up to a second: the buckets cover both ends with ~2.5x steps.
@@ -332,55 +335,26 @@ class InventoryCollector(Collector):
         yield held
 
 
-def _inventory_sync_times() -> dict[str, float]:
-    from extender.refresh import current_refresher, get_holder  # refresh imports this module
-
-    holder = get_holder()
-    snapshot = holder.snapshot if holder is not None else None
-    times: dict[str, float] = {}
-    clusters = getattr(snapshot, "clusters", None) or {}
-    for name, cluster in clusters.items():
-        synced = epoch_seconds(getattr(cluster, "last_success_at", None))
-        if synced is not None:
-            times[name] = synced
-    refresher = current_refresher()
-    for name, synced in (getattr(refresher, "inventory_synced", None) or {}).items():
-        if name in clusters and synced > times.get(name, 0.0):
-            times[name] = synced
-    return times
-
-
-def _inventory_sync_states() -> dict[str, str]:
-    from extender.refresh import get_holder  # refresh imports this module
-
-    snapshot = get_holder().snapshot
-    clusters = getattr(snapshot, "clusters", None) or {}
-    return {
-        name: state
-        for name, cluster in clusters.items()
-        if (state := getattr(cluster, "sync_state", None)) is not None
-    }
-
-
-_inventory_collector = InventoryCollector(_inventory_sync_times, _inventory_sync_states)
-if not MULTIPROCESS:
-    REGISTRY.register(_inventory_collector)
-    registry_with_build_info(REGISTRY)
-
-
-def scrape_registry() -> CollectorRegistry:
-    """The registry a scrape reads: merged worker files in multiprocess mode."""
+def scrape_registry(*collectors: Collector) -> CollectorRegistry:
+    """The registry a scrape reads, with ``collectors`` (computed at scrape time) in it: merged
+    worker files in multiprocess mode, else the process's default registry."""
     if not MULTIPROCESS:
+        registry_with_build_info(REGISTRY)
+        for collector in collectors:
+            if collector not in _registered:
+                REGISTRY.register(collector)
+                _registered.append(collector)
         return REGISTRY
     from prometheus_client import multiprocess
 
     registry = CollectorRegistry()
     multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-    registry.register(_inventory_collector)
+    for collector in collectors:
+        registry.register(collector)
     registry.register(BUILD_INFO)  # a new registry per scrape
     return registry
 
 
-def render() -> tuple[bytes, str]:
-    """The exposition text for a scrape and its content type."""
-    return generate_latest(scrape_registry()), CONTENT_TYPE_LATEST
+def render(*collectors: Collector) -> tuple[bytes, str]:
+    """The exposition text for a scrape (with ``collectors``) and its content type."""
+    return generate_latest(scrape_registry(*collectors)), CONTENT_TYPE_LATEST

@@ -1,4 +1,6 @@
-"""The record of one extender call: what the verb decided, for the metrics and the decision log.
+"""Leaf records of the extender: one call (``CallRecord``: what the verb decided, for the metrics
+and the decision log) and the served snapshot's freshness (``Freshness``, for the probes and the
+metrics).
 
 A leaf: it imports nothing of the extender, so the verbs build records without pulling in the
 metrics, the decision-log writer or the refresher (``extender.observe`` reports them).
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -44,3 +47,28 @@ class CallRecord:
         finish, self.finish = self.finish, None
         if finish is not None:
             finish(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Freshness:
+    loaded: bool
+    stale: bool
+    revision: int | None
+    snapshot_age_seconds: float | None
+    # Seconds since the revision was last confirmed against the database.
+    unconfirmed_seconds: float | None
+    last_error: str | None
+    reason: str  # why it is stale; "" when fresh
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view for the health endpoints."""
+        return {
+            "revision": self.revision,
+            "snapshot_age_seconds": _rounded(self.snapshot_age_seconds),
+            "unconfirmed_seconds": _rounded(self.unconfirmed_seconds),
+            "last_error": self.last_error,
+        }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

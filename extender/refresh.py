@@ -19,13 +19,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from django.conf import settings
 
 from extender import metrics
 from extender.holder import SnapshotHolder, describe_error, holder
+from extender.records import Freshness
 
 logger = logging.getLogger(__name__)
 
@@ -251,31 +250,6 @@ class SnapshotRefresher:
 # --- freshness: what /readyz and the stale gauge report --------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Freshness:
-    loaded: bool
-    stale: bool
-    revision: int | None
-    snapshot_age_seconds: float | None
-    # Seconds since the revision was last confirmed against the database.
-    unconfirmed_seconds: float | None
-    last_error: str | None
-    reason: str  # why it is stale; "" when fresh
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready view for the health endpoints."""
-        return {
-            "revision": self.revision,
-            "snapshot_age_seconds": _rounded(self.snapshot_age_seconds),
-            "unconfirmed_seconds": _rounded(self.unconfirmed_seconds),
-            "last_error": self.last_error,
-        }
-
-
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
-
-
 def freshness(
     now: float | None = None,
     *,
@@ -383,3 +357,35 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def inventory_sync_times() -> dict[str, float]:
+    """When each cluster's inventory was last synced: from the served snapshot or, when newer,
+    from the refresher's periodic read (an unchanged sync confirms without a rebuild)."""
+    snapshot = get_holder().snapshot
+    times: dict[str, float] = {}
+    clusters = getattr(snapshot, "clusters", None) or {}
+    for name, cluster in clusters.items():
+        synced = metrics.epoch_seconds(getattr(cluster, "last_success_at", None))
+        if synced is not None:
+            times[name] = synced
+    refresher = current_refresher()
+    for name, synced in (getattr(refresher, "inventory_synced", None) or {}).items():
+        if name in clusters and synced > times.get(name, 0.0):
+            times[name] = synced
+    return times
+
+
+def inventory_sync_states() -> dict[str, str]:
+    """Each cluster's sync state as the served snapshot has it."""
+    snapshot = get_holder().snapshot
+    clusters = getattr(snapshot, "clusters", None) or {}
+    return {
+        name: state
+        for name, cluster in clusters.items()
+        if (state := getattr(cluster, "sync_state", None)) is not None
+    }
+
+
+# Given to every scrape of /metrics (extender.health).
+INVENTORY_COLLECTOR = metrics.InventoryCollector(inventory_sync_times, inventory_sync_states)

@@ -17,7 +17,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core.admin import EMPTY, ServiceWriteMixin, age, html_table
-from inventory.admin_extras import ClusterAdminExtras, NodeAdminExtras
+from inventory.admin_tools import ClusterAdminExtras, NodeAdminExtras
 from inventory.forms import ClusterForm
 from inventory.models import Cluster, Node
 from inventory.services import CLUSTER_FIELDS, cluster_create, cluster_delete, cluster_update

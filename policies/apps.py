@@ -8,7 +8,7 @@ class PoliciesConfig(AppConfig):
     def ready(self) -> None:
         """Serve the inventory what it needs from this app (inventory.hooks)."""
         from inventory.hooks import cluster_deleting, register_assignment_reader
-        from policies.selectors import cluster_assignment_specs
+        from policies.queries import cluster_assignment_specs
         from policies.services import delete_cluster_objects
 
         register_assignment_reader(cluster_assignment_specs)

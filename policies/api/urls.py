@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from policies.api import gitops, views
+from policies.api import gitops, simulate, views
 
 router = SimpleRouter()
 router.register("policies", views.PolicyViewSet, basename="policy")
@@ -13,7 +13,7 @@ router.register("label-assignments", views.LabelAssignmentViewSet, basename="lab
 
 urlpatterns = [*router.urls]
 urlpatterns += [
-    path("simulate/", gitops.SimulateView.as_view(), name="simulate"),
+    path("simulate/", simulate.SimulateView.as_view(), name="simulate"),
     path("apply/", gitops.ApplyView.as_view(), name="apply"),
     path("export/", gitops.ExportView.as_view(), name="export"),
 ]

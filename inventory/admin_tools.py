@@ -1,4 +1,4 @@
-"""Admin additions owned by the inventory sync work: import upload, drift, push labels, age.
+"""The cluster and node admins' inventory tools: age, NodeList upload, sync now, drift, push.
 
 ``inventory.admin`` mixes these classes into the Cluster and Node admins; every method calls
 ``super()`` so the admin's own options stay in charge.

@@ -77,7 +77,8 @@ def _badge(cluster: Cluster, age: float | None) -> str:
     if cluster.sync_state in (SyncState.ERROR, SyncState.HELD):
         return "bad"
     if cluster.source == ClusterSource.STATIC:
-        return "ok" if age is not None or cluster.node_count else "idle"
+        # node_count is annotated by the dashboard's query.
+        return "ok" if age is not None or getattr(cluster, "node_count", False) else "idle"
     if age is None:
         return "idle"
     return "warn" if age > _stale_after(cluster) else "ok"
@@ -228,11 +229,10 @@ def _unknown_label_keys() -> list[Problem]:
         keys = keys_by_cluster.get(policy.cluster_id, set()) if policy.cluster_id else every_key
         if not keys or rule.key in keys or rule.operator == "DoesNotExist":
             continue
+        where = "any cluster" if policy.cluster is None else f"cluster {policy.cluster.name}"
         found.append(
             Problem(
-                f"Policy {policy.name}: label key {rule.key!r} is on no node of "
-                f"{'cluster ' + policy.cluster.name if policy.cluster_id else 'any cluster'} "
-                "(a typo?)",
+                f"Policy {policy.name}: label key {rule.key!r} is on no node of {where} (a typo?)",
                 reverse("admin:policies_policy_change", args=[policy.pk]),
                 "edit the policy",
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -87,7 +87,13 @@ def labels_text(labels: dict[str, str] | None, limit: int = 0) -> str:
     return text or EMPTY
 
 
-class ServiceWriteMixin:
+if TYPE_CHECKING:
+    _ModelAdminBase = admin.ModelAdmin[Any]
+else:
+    _ModelAdminBase = object
+
+
+class ServiceWriteMixin(_ModelAdminBase):
     """Turns a write the service refused at save time into a message instead of a 500.
 
     Forms already run the same validation and version check, so this only catches what changed

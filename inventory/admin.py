@@ -138,7 +138,7 @@ class ClusterAdmin(ServiceWriteMixin, ClusterAdminExtras):
 
     @admin.display(description="nodes", ordering="node_total")
     def node_count(self, obj: Cluster) -> int:
-        return obj.node_total
+        return int(getattr(obj, "node_total", 0))  # annotated by get_queryset
 
     def save_model(self, request: HttpRequest, obj: Cluster, form: ModelForm, change: bool) -> None:
         data = {f: form.cleaned_data[f] for f in CLUSTER_FIELDS if f in form.cleaned_data}
@@ -200,7 +200,7 @@ def label_filter(title: str, key: str) -> type[admin.SimpleListFilter]:
         def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
             rows = (
                 Node.objects.annotate(value=KeyTextTransform(key, "labels"))
-                .exclude(value=None)
+                .exclude(value__isnull=True)
                 .values("value")
                 .annotate(count=Count("id"))
                 .order_by("-count", "value")[:MAX_FILTER_VALUES]
@@ -208,10 +208,11 @@ def label_filter(title: str, key: str) -> type[admin.SimpleListFilter]:
             return [(row["value"], f"{row['value']} ({row['count']})") for row in rows]
 
         def queryset(self, request: HttpRequest, queryset: QuerySet[Node]) -> QuerySet[Node]:
-            if self.value() is None:
+            value = self.value()
+            if value is None:
                 return queryset
             return queryset.alias(label_value=KeyTextTransform(key, "labels")).filter(
-                label_value=self.value()
+                label_value=value
             )
 
     LabelValueFilter.title = title
@@ -309,7 +310,7 @@ class NodeAdmin(NodeAdminExtras):
         }
         extra = [f for f in self.get_readonly_fields(request, obj) if f not in shown]
         if extra:
-            fieldsets.append(("More", {"fields": extra}))
+            fieldsets.append(("More", {"fields": tuple(extra)}))
         return fieldsets
 
     def get_search_results(

@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import QuerySet
@@ -127,7 +129,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
 
         ids = list(queryset.filter(source=ClusterSource.KUBERNETES).values_list("pk", "name"))
         for pk, _ in ids:
-            transaction.on_commit(lambda pk=pk: sync_cluster.delay(pk))
+            transaction.on_commit(partial(sync_cluster.delay, pk))
         skipped = queryset.count() - len(ids)
         if ids:
             names = ", ".join(name for _, name in ids)
@@ -285,7 +287,7 @@ class NodeAdminExtras(admin.ModelAdmin):
                 "changes": changes,
                 "queryset": nodes,
                 "action": "push_assigned_labels",
-                "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
             }
             return TemplateResponse(request, "inventory/admin/push_labels_confirm.html", context)
         for cluster, members in by_cluster.items():

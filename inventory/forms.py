@@ -36,7 +36,8 @@ class ClusterForm(forms.ModelForm):
         fields = CLUSTER_FIELDS
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         data = {f: cleaned[f] for f in CLUSTER_FIELDS if f in cleaned}
         try:
             clean_cluster(data)
@@ -47,4 +48,4 @@ class ClusterForm(forms.ModelForm):
     def _get_validation_exclusions(self) -> set[str]:
         # The service moves the default flag off the old default cluster in the same
         # transaction, so the "one default" constraint must not reject choosing a new default.
-        return {*super()._get_validation_exclusions(), "is_default"}
+        return {*super()._get_validation_exclusions(), "is_default"}  # type: ignore[misc]

@@ -95,7 +95,8 @@ def _decode_node_list_generic(raw: bytes) -> tuple[list[Any], str, str | None]:
     items = page.get("items") or []
     if not isinstance(items, list):
         raise ValueError("node list items is not a list")
-    metadata = page.get("metadata") if isinstance(page.get("metadata"), dict) else {}
+    raw_metadata = page.get("metadata")
+    metadata: dict[str, Any] = raw_metadata if isinstance(raw_metadata, dict) else {}
     return (
         [slim_node(item) for item in items],
         str(metadata.get("resourceVersion") or ""),

@@ -74,7 +74,8 @@ def node_fields(obj: Any) -> tuple[str | None, dict[str, Any]]:
     if not isinstance(obj, Mapping):
         return None, {}
     warnings: list[str] = []
-    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    raw_metadata = obj.get("metadata")
+    metadata: Mapping[str, Any] = raw_metadata if isinstance(raw_metadata, Mapping) else {}
     name = metadata.get("name")
     if not isinstance(name, str) or not name or len(name) > 253:
         return None, {}

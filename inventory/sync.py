@@ -260,7 +260,7 @@ def format_age(seconds: float) -> str:
 def describe_inventory_age(cluster: Cluster, *, now: datetime | None = None) -> str:
     """ "inventory age: 12 s (last successful sync 2026-12-02 16:00:00 UTC)", or why unknown."""
     age = inventory_age_seconds(cluster, now=now)
-    if age is None:
+    if age is None or cluster.last_success_at is None:
         return "no successful sync yet"
     stamp = cluster.last_success_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     source = "import" if cluster.source == ClusterSource.STATIC else "sync"

@@ -190,9 +190,12 @@ class ClusterWatcher:
     # -- watch ---------------------------------------------------------------------------------
 
     def _reader(self, stream_watch: watch.Watch, events: queue.Queue, rv: str) -> None:
+        api = self._api
         try:
+            if api is None:
+                raise RuntimeError("the watcher has no API client")
             for event in stream_watch.stream(
-                self._api.list_node,
+                api.list_node,
                 resource_version=rv,
                 allow_watch_bookmarks=True,
                 timeout_seconds=self.timeout_seconds,
@@ -262,7 +265,9 @@ class ClusterWatcher:
         for event in batch:
             kind = event.get("type")
             obj = event.get("raw_object")
-            metadata = obj.get("metadata") if isinstance(obj, dict) else None
+            if not isinstance(obj, dict):
+                continue
+            metadata = obj.get("metadata")
             if not isinstance(metadata, dict):
                 continue
             if metadata.get("resourceVersion"):
@@ -273,6 +278,8 @@ class ClusterWatcher:
         upserts = [slim_node(obj) for kind, obj in latest.values() if kind != "DELETED"]
         deletes = [name for name, (kind, _) in latest.items() if kind == "DELETED"]
         cluster = self._cluster
+        if cluster is None:
+            raise RuntimeError("events arrived before the watcher loaded its cluster")
         now = time.monotonic()
         fresh = now - self._last_fresh >= self.freshness_interval
         with transaction.atomic():

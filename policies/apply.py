@@ -91,9 +91,9 @@ class ApplyPlan:
 class _Section:
     key: str  # the document key
     kind: str  # the object type in the plan and audit
-    model: type
+    model: type[Policy] | type[LabelAssignment] | type[Expectation]
     clean: Callable[[Any], dict]
-    content_of: Callable[[Any], dict]
+    content_of: Callable[[Any], Mapping[str, Any]]
     entries: list[dict] = field(default_factory=list)
 
 

@@ -134,12 +134,12 @@ def _policies() -> list[tuple[dict[str, Any], int]]:
         .prefetch_related("filter_rules", "weight_rules")
         .order_by("name")
     )
-    return [(policy_content(policy), policy.version) for policy in rows]
+    return [(dict(policy_content(policy)), policy.version) for policy in rows]
 
 
 def _assignments() -> list[tuple[str | None, dict[str, Any]]]:
     rows = LabelAssignment.objects.filter(enabled=True).select_related("cluster").order_by("name")
     return [
-        (row.cluster.name if row.cluster_id else None, label_assignment_content(row))
+        (row.cluster.name if row.cluster is not None else None, dict(label_assignment_content(row)))
         for row in rows
     ]

@@ -42,7 +42,7 @@ def expectation_content(obj: Expectation) -> dict[str, Any]:
     return {
         "name": obj.name,
         "description": obj.description,
-        "cluster": obj.cluster.name if obj.cluster_id else None,
+        "cluster": obj.cluster.name if obj.cluster is not None else None,
         "enabled": obj.enabled,
         "kind": obj.kind,
         "pod": obj.pod,

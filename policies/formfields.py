@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -126,8 +127,9 @@ def format_requirements(requirements: Any) -> str:
 class _TextValueField(forms.CharField):
     """A CharField whose cleaned value is parsed by ``parse`` and shown by ``render``."""
 
-    parse = staticmethod(parse_list)
-    render = staticmethod(format_list)
+    # Each field parses and renders its own value type (list, map, requirements).
+    parse: Callable[[str], Any] = staticmethod(parse_list)
+    render: Callable[[Any], str] = staticmethod(format_list)
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)

@@ -8,7 +8,7 @@ operator sees exactly what the REST API would have said.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -62,10 +62,11 @@ class VersionedForm(forms.ModelForm):
         if self.instance.pk:
             self.fields["expected_version"].initial = self.instance.version
         if "cluster" in self.fields:
-            self.fields["cluster"].empty_label = EVERY_CLUSTER
+            cast(forms.ModelChoiceField, self.fields["cluster"]).empty_label = EVERY_CLUSTER
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         expected = cleaned.get("expected_version")
         # self.instance was read from the database for this request: it holds the current version.
         if self.instance.pk and expected is not None and expected != self.instance.version:
@@ -115,7 +116,8 @@ class PolicyForm(VersionedForm):
         self.fields["pod_expressions"].initial = selector.get("match_expressions") or []
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         # Rules are validated by their own inline forms; here only the policy's own fields.
         data = self.content_without_rules(cleaned)
         self.draft: dict[str, Any] | None = None
@@ -173,7 +175,8 @@ class RuleForm(forms.ModelForm):
         return self.sort_position or 0
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         self.rule_content: dict | None = None
         kind = cleaned.get("kind")
         if not kind:
@@ -234,7 +237,8 @@ class RuleInlineFormSet(forms.BaseInlineFormSet):
         without a position come last)."""
         kept = []
         for index, form in enumerate(self.forms):
-            if self.can_delete and self._should_delete_form(form):
+            # Django's own test for a row marked deleted (missing from the stubs).
+            if self.can_delete and self._should_delete_form(form):  # type: ignore[attr-defined]
                 continue
             content = getattr(form, "rule_content", None)
             if content is None:
@@ -290,7 +294,8 @@ class LabelAssignmentForm(VersionedForm):
         self.fields["node_expressions"].initial = selector.get("match_expressions") or []
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         try:
             self.content = clean_label_assignment(self.service_data(cleaned))
         except ContentError as exc:

@@ -137,6 +137,7 @@ class Rule(models.Model):
     operator = models.CharField(max_length=16, choices=OPERATOR_CHOICES, blank=True)
     values = models.JSONField(default=list, blank=True)
     resource = models.CharField(max_length=317, blank=True)
+    kind: str  # each concrete rule model declares it with its role's choices
 
     class Meta:
         abstract = True

@@ -16,6 +16,7 @@ from inventory.models import Cluster, Node
 from policies.compile import current_snapshot
 from policies.content import label_assignment_content, policy_content
 from policies.engine import preview as engine
+from policies.engine.facts import NodeFacts
 from policies.engine.sources import assignment_spec_from_content
 from policies.expectations import broken_by
 from policies.models import LabelAssignment, Policy
@@ -36,7 +37,7 @@ def preview_policy(data: Any) -> dict[str, Any]:
     saved = policy_content(saved_row) if saved_row is not None else None
     clusters = []
     worst: engine.Impact | None = None
-    all_facts = []
+    all_facts: list[NodeFacts] = []
     for name in names:
         facts = snapshot.clusters[name].facts
         all_facts.extend(facts)
@@ -79,8 +80,9 @@ def preview_label_assignment(data: Any) -> dict[str, Any]:
         clusters = clusters.filter(name=content["cluster"])
         if not clusters.exists():
             raise ContentError({"cluster": [f"No cluster named {content['cluster']!r}."]})
-    saved_row = LabelAssignment.objects.select_related("cluster").filter(name=content["name"])
-    saved_row = saved_row.first()
+    saved_row = (
+        LabelAssignment.objects.select_related("cluster").filter(name=content["name"]).first()
+    )
     saved_content = label_assignment_content(saved_row) if saved_row is not None else None
     others = [
         row
@@ -104,7 +106,7 @@ def preview_label_assignment(data: Any) -> dict[str, Any]:
         specs = [
             assignment_spec_from_content(label_assignment_content(row))
             for row in others
-            if applies(row.cluster.name if row.cluster_id else None)
+            if applies(row.cluster.name if row.cluster is not None else None)
         ]
         nodes = [
             (name, labels if isinstance(labels, dict) else {})

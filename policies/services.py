@@ -204,7 +204,7 @@ def _policy_patch(
     expected_version: int | None = None,
     force: bool = False,
 ) -> Policy:
-    content = policy_content(policy)
+    content: dict[str, Any] = dict(policy_content(policy))
     content.update(changes)
     return policy_update(
         actor=actor,
@@ -280,7 +280,7 @@ def policy_delete(
 
 def policy_clone(*, actor: Any, policy: Policy, name: str | None = None) -> Policy:
     """Copy a policy under a new name, disabled so it changes nothing until reviewed."""
-    content = policy_content(policy)
+    content: dict[str, Any] = dict(policy_content(policy))
     if name is None:
         base = f"{policy.name}-copy"[:90]
         name, n = base, 2

@@ -9,6 +9,7 @@ path, e.g. ``filter_rules[2].values``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from core import limits
@@ -98,7 +99,7 @@ def _mapping(value: Any, path: str, errs: _Errors) -> Mapping:
     return value
 
 
-def _unknown_keys(data: Mapping, allowed: set[str], prefix: str, errs: _Errors) -> None:
+def _unknown_keys(data: Mapping, allowed: AbstractSet[str], prefix: str, errs: _Errors) -> None:
     for key in data:
         if key not in allowed:
             errs.add(join(prefix, str(key)), "Unknown field.")
@@ -138,7 +139,7 @@ def clean_pod_selector(value: Any, path: str = "pod_selector") -> dict:
         problems = dns1123_label_errors(ns) if isinstance(ns, str) else ["Must be a string."]
         for msg in problems:
             errs.add(join(path, f"namespaces[{i}]"), msg)
-    selector = {
+    selector: dict[str, Any] = {
         "match_labels": data.get("match_labels") or {},
         "match_expressions": data.get("match_expressions") or [],
     }
@@ -166,12 +167,12 @@ def _clean_rule(role: str, rule: Any, prefix: str) -> dict:
     """Canonical rule of ``role`` (its kind's fields from the registry), or ContentError."""
     errs = _Errors()
     if not isinstance(rule, Mapping):
-        errs.add(prefix, "Must be an object.")
-        errs.raise_if_any()
+        raise ContentError({prefix: ["Must be an object."]})
     kind = kinds.get(role, rule.get("kind"))
     if kind is None:
-        errs.add(join(prefix, "kind"), f"Must be one of {', '.join(kinds.names(role))}.")
-        errs.raise_if_any()
+        raise ContentError(
+            {join(prefix, "kind"): [f"Must be one of {', '.join(kinds.names(role))}."]}
+        )
     extra = {"weight"} if role == kinds.WEIGHT else set()
     _unknown_keys(rule, COMMON_RULE_FIELDS | set(kind.fields) | extra, prefix, errs)
     out: dict[str, Any] = {"kind": kind.name}

@@ -6,6 +6,7 @@ WSGI handlers, skipping Django's middleware stack; everything else is the Django
 
 import os
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from django.core.wsgi import get_wsgi_application
 
@@ -16,10 +17,13 @@ django_application = get_wsgi_application()  # runs django.setup(): settings are
 from extender.handler import application as extender_application  # noqa: E402
 from extender.health import wsgi_routes  # noqa: E402
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse
+
 ROUTES: dict[str, Callable[..., Iterable[bytes]]] = dict(wsgi_routes)
 
 
-def application(environ: dict, start_response: Callable[..., object]) -> Iterable[bytes]:
+def application(environ: dict[str, Any], start_response: "StartResponse") -> Iterable[bytes]:
     """Route one request to the extender, an observability route, or Django."""
     path = environ.get("PATH_INFO", "")
     if path.startswith("/extender/") or path == "/extender":

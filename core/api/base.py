@@ -13,14 +13,19 @@ Versioned objects: responses carry ``ETag: "<version>"``; an update or delete ma
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.pagination import BasePagination, LimitOffsetPagination
+from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.schemas.inspectors import ViewInspector
+
+if TYPE_CHECKING:
+    from rest_framework.permissions import _PermissionClass
 
 from core.api.errors import NON_FIELD, PreconditionFailed, StaleVersion, content_error_detail
 from core.api.parsers import BoundedJSONParser
@@ -61,7 +66,7 @@ class ContentSerializer(serializers.Serializer):
     """
 
     clean: Callable[[Any], dict]
-    content_of: Callable[[Any], dict]
+    content_of: Callable[[Any], Mapping[str, Any]]
     # Writable fields that are not content (e.g. ``version``, the base of a concurrent edit).
     control_fields: tuple[str, ...] = ()
 
@@ -155,10 +160,10 @@ class PortalPagination(LimitOffsetPagination):
 class PortalViewSetMixin(NulGuardMixin):
     """Authentication, permissions, parsers and schema shared by every API view."""
 
-    permission_classes = [PortalModelPermissions]
-    pagination_class = PortalPagination
-    parser_classes = [BoundedJSONParser]
-    schema = PortalAutoSchema()
+    permission_classes: Sequence[_PermissionClass] = [PortalModelPermissions]
+    pagination_class: type[BasePagination] | None = PortalPagination
+    parser_classes: Sequence[type[BaseParser]] = [BoundedJSONParser]
+    schema: ViewInspector | None = PortalAutoSchema()
 
 
 class ReadOnlyPortalViewSet(PortalViewSetMixin, viewsets.ReadOnlyModelViewSet):
@@ -254,12 +259,13 @@ class ContentViewSet(
         serializer = self.get_serializer(instance, data=request.data, partial=partial)
         serializer.is_valid(raise_exception=True)
         content = serializer.validated_data
-        self.change_note = serializer.control_values.get("note", "")
-        explicit = serializer.control_values.get("version") is not None
+        control = cast(ContentSerializer, serializer).control_values
+        self.change_note = control.get("note", "")
+        explicit = control.get("version") is not None
         if self.versioned and partial and not explicit and parse_if_match(request) is None:
             return self.respond(self.reload(self._merge_and_swap(request, instance, content)))
         if self.versioned:
-            body_version = serializer.control_values.get("version")
+            body_version = control.get("version")
             updated = self.run_versioned(
                 request,
                 body_version,
@@ -314,6 +320,6 @@ class StrictSerializer(serializers.Serializer):
                     super().to_internal_value(data)
                 except serializers.ValidationError as exc:
                     if isinstance(exc.detail, dict):
-                        unknown.update(exc.detail)
+                        unknown.update(cast(dict[str, list[str]], exc.detail))
                 raise serializers.ValidationError(unknown)
         return super().to_internal_value(data)

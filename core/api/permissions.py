@@ -57,5 +57,5 @@ class ActionPermissions(BasePermission):
                 return list(required[action])
             if request.method in SAFE_METHODS and "read" in required:
                 return list(required["read"])
-            return list(required.get(request.method, required.get("default", [])))
+            return list(required.get(request.method, required.get("default")) or [])
         return list(required)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse
@@ -51,7 +51,7 @@ WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 class PortalAutoSchema(AutoSchema):
     """Adds the standard error responses to every operation."""
 
-    def _get_response_bodies(self, direction: str = "response") -> dict:
+    def _get_response_bodies(self, direction: Literal["request", "response"] = "response") -> dict:
         responses = super()._get_response_bodies(direction)
         codes = ["400", "401", "403"]
         if "{" in self.path:

@@ -3,8 +3,9 @@ they come from (a kubeconfig path and context, or in-cluster config), never thei
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from django.db.models import Field
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -48,7 +49,7 @@ class ClusterSerializer(ContentSerializer):
     )
     display_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     description = serializers.CharField(required=False, allow_blank=True)
-    source = serializers.ChoiceField(
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named "source"
         choices=ClusterSource.values,
         required=False,
         default=ClusterSource.STATIC,
@@ -103,7 +104,7 @@ class ClusterSerializer(ContentSerializer):
 
     def defaults(self) -> dict:
         return {
-            field: Cluster._meta.get_field(field).get_default()
+            field: cast("Field[Any, Any]", Cluster._meta.get_field(field)).get_default()
             for field in CLUSTER_FIELDS
             if field != "name"
         }
@@ -189,7 +190,7 @@ class NodeSerializer(serializers.ModelSerializer):
         ]
 
     def _assigned(self, node: Node) -> dict[str, str]:
-        cache = self.context.setdefault("_assigned", {})
+        cache = cast(dict[str, Any], self.context).setdefault("_assigned", {})
         if node.pk not in cache:
             specs = self.context.get("assignments", ())
             cache[node.pk] = assigned_labels(node.name, node.labels, specs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from django.db.models import Count, QuerySet
@@ -147,8 +148,8 @@ class NodeViewSet(ReadOnlyPortalViewSet):
             return Node.objects.none()
         return Node.objects.filter(cluster=self.get_cluster()).order_by("name")
 
-    def get_serializer_context(self) -> dict:
-        context = super().get_serializer_context()
+    def get_serializer_context(self) -> dict[str, Any]:
+        context = dict(super().get_serializer_context())
         if not getattr(self, "swagger_fake_view", False) and "cluster_name" in self.kwargs:
             cluster = self.get_cluster()
             context["cluster"] = cluster
@@ -179,6 +180,8 @@ class NodeViewSet(ReadOnlyPortalViewSet):
         merge_raw = request.query_params.get("merge", "false").lower()
         if merge_raw not in ("true", "false", "1", "0"):
             raise ContentError({"merge": ["Must be true or false."]})
+        if not isinstance(request.data, Mapping):
+            raise ContentError({"document": ["Must be a NodeList, List or Node object."]})
         objects = parse_node_list(request.data)
         result = nodes_import(
             actor=request.user, cluster=cluster, objects=objects, merge=merge_raw in ("true", "1")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
@@ -125,7 +125,7 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
         report = None
         if form.is_valid():
             try:
-                report = preview_label_assignment(form.content)
+                report = preview_label_assignment(cast(LabelAssignmentForm, form).content)
             except ContentError:
                 report = None
         return TemplateResponse(

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
+from typing import Any
 
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core.admin import pretty_json
-from policies.models import LabelAssignment, Policy
+from policies.models import Expectation, LabelAssignment, Policy
 
 HISTORY_FIELDS = ("version", "created_at", "created_by", "updated_at", "updated_by")
 
@@ -17,13 +19,13 @@ def plural(count: int, one: str, many: str) -> str:
     return f"{count} {one if count == 1 else many}"
 
 
-def cluster_display(obj: Policy | LabelAssignment) -> str:
-    return obj.cluster.name if obj.cluster_id else "all clusters"
+def cluster_display(obj: Policy | LabelAssignment | Expectation) -> str:
+    return obj.cluster.name if obj.cluster is not None else "all clusters"
 
 
 def version_diff(
-    previous: dict | None,
-    current: dict,
+    previous: Mapping[str, Any] | None,
+    current: Mapping[str, Any],
     labels: tuple[str, str] = ("previous version", "this version"),
 ) -> SafeString | str:
     """A unified diff of two versions' pretty JSON, coloured line by line."""

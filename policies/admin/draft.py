@@ -10,7 +10,7 @@ the preview. See docs/operations.md, "Editing policies safely".
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 from django.forms import BaseFormSet
 from django.forms.utils import ErrorList
@@ -21,6 +21,7 @@ from policies.admin.common import version_diff
 from policies.compile import current_snapshot
 from policies.content import policy_content
 from policies.engine import kinds
+from policies.forms import RuleInlineFormSet
 from policies.models import FilterRule, Policy
 from policies.preview import preview_policy
 
@@ -36,7 +37,7 @@ def draft_content(draft: dict | None, formsets: list[BaseFormSet]) -> dict[str, 
     if draft is None or not all(f.is_valid() for f in formsets):
         return None
     content = dict(draft)
-    for formset in formsets:
+    for formset in cast(list[RuleInlineFormSet], formsets):
         key = "filter_rules" if formset.model is FilterRule else "weight_rules"
         content[key] = formset.rule_contents()
     return content
@@ -114,8 +115,9 @@ def editor_hints(policy: Policy | None) -> dict[str, Any]:
     and values the inventory has, for autocompletion (bounded, most common first)."""
     snapshot = current_snapshot()
     clusters = snapshot.clusters
-    if policy is not None and policy.cluster_id:
-        clusters = {k: v for k, v in clusters.items() if k == policy.cluster.name}
+    if policy is not None and policy.cluster is not None:
+        name = policy.cluster.name
+        clusters = {k: v for k, v in clusters.items() if k == name}
     counts: Counter[str] = Counter()
     values: dict[str, Counter[str]] = {}
     for cluster in clusters.values():

@@ -6,7 +6,7 @@ links here with the pod it explained, so a case seen once becomes a case checked
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin
@@ -64,7 +64,7 @@ class ExpectationForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["cluster"].empty_label = EVERY_CLUSTER
+        cast(forms.ModelChoiceField, self.fields["cluster"]).empty_label = EVERY_CLUSTER
         self.fields["kind"].help_text = (
             "must be able to land on: at least one node like these passes every policy; "
             "must never land on: none passes; must score highest: the best-scoring passing "
@@ -79,7 +79,8 @@ class ExpectationForm(forms.ModelForm):
             self.fields["node_expressions"].initial = selector.get("match_expressions") or []
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         cluster = cleaned.get("cluster")
         data = {
             "name": cleaned.get("name"),

@@ -182,11 +182,11 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
 
     @admin.display(description="filter rules", ordering="filter_total")
     def filter_rule_count(self, obj: Policy) -> int:
-        return obj.filter_total
+        return int(getattr(obj, "filter_total", 0))  # annotated by get_queryset
 
     @admin.display(description="weight rules", ordering="weight_total")
     def weight_rule_count(self, obj: Policy) -> int:
-        return obj.weight_total
+        return int(getattr(obj, "weight_total", 0))  # annotated by get_queryset
 
     @admin.display(description="versions")
     def versions_link(self, obj: Policy) -> SafeString | str:
@@ -199,7 +199,8 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
     # The draft: warnings hold a save until confirmed; the live preview (policies/admin/draft.py).
 
     def _create_formsets(self, request: HttpRequest, obj: Policy, change: bool) -> Any:
-        formsets, inline_instances = super()._create_formsets(request, obj, change)
+        # Django's own (undocumented, missing from the stubs) builder of the inline formsets.
+        formsets, inline_instances = super()._create_formsets(request, obj, change)  # type: ignore[misc]
         if request.method == "POST":
             # Validated after the real formsets; it has no inline, so it is never rendered.
             check = DraftCheck(request, obj, list(formsets))
@@ -254,7 +255,7 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
         fieldsets = self.get_fieldsets(request, obj)
         form_class = self.get_form(request, obj, change=change, fields=flatten_fieldsets(fieldsets))
         form = form_class(request.POST, request.FILES, instance=obj or Policy())
-        formsets, _ = super()._create_formsets(request, form.instance, change)
+        formsets, _ = super()._create_formsets(request, form.instance, change)  # type: ignore[misc]
         content = draft_content(getattr(form, "draft", None) if form.is_valid() else None, formsets)
         report = draft_report(content, obj) if content is not None else None
         return TemplateResponse(
@@ -273,7 +274,7 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
     ) -> None:
         content = PolicyForm.content_without_rules(form.cleaned_data)
         for formset in formsets:
-            if isinstance(formset, DraftCheck):
+            if isinstance(formset, DraftCheck) or not isinstance(formset, RuleInlineFormSet):
                 continue
             key = "filter_rules" if formset.model is FilterRule else "weight_rules"
             content[key] = formset.rule_contents()

@@ -80,7 +80,7 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
             return None
         if not confirmed(request):
             # First the diff from the current content and what the old content would do.
-            item = change_item(old.policy, policy_content(old.policy), old.content)
+            item = change_item(old.policy, dict(policy_content(old.policy)), old.content)
             item["label"] = (
                 f"{old.policy.name}: version {old.policy.version} → content of version "
                 f"{old.version}"
@@ -161,7 +161,7 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="policy now")
     def state(self, obj: PolicyVersion) -> str:
-        return "deleted" if obj.policy_id is None else f"at version {obj.policy.version}"
+        return "deleted" if obj.policy is None else f"at version {obj.policy.version}"
 
     @admin.display(description="author", ordering="author_name")
     def author_display(self, obj: PolicyVersion) -> str:
@@ -213,7 +213,8 @@ class LabelAssignmentVersionAdmin(ReadOnlyAdmin):
         self, request: HttpRequest, queryset: QuerySet[LabelAssignmentVersion]
     ) -> TemplateResponse | None:
         selected = list(queryset.select_related("assignment")[:2])
-        if len(selected) != 1 or selected[0].assignment is None:
+        assignment = selected[0].assignment if len(selected) == 1 else None
+        if assignment is None:
             self.message_user(
                 request,
                 "Select exactly one version of an existing label assignment.",
@@ -221,7 +222,6 @@ class LabelAssignmentVersionAdmin(ReadOnlyAdmin):
             )
             return None
         old = selected[0]
-        assignment = old.assignment
         if not confirmed(request):
             after = {**old.content, "name": assignment.name}
             item = {

@@ -33,21 +33,23 @@ from policies.apply import API_VERSION, KIND, export_document, policy_set_apply
 class PolicySetPolicySerializer(PolicySerializer):
     """A policy in a PolicySet: its content, without version and authorship."""
 
-    version = None
-    created_at = None
-    updated_at = None
-    created_by = None
-    updated_by = None
+    # DRF removes a declared field that a subclass sets to None.
+    version = None  # type: ignore[assignment]
+    created_at = None  # type: ignore[assignment]
+    updated_at = None  # type: ignore[assignment]
+    created_by = None  # type: ignore[assignment]
+    updated_by = None  # type: ignore[assignment]
 
 
 class PolicySetLabelAssignmentSerializer(LabelAssignmentSerializer):
     """A label assignment in a PolicySet: its content, without version and authorship."""
 
-    version = None
-    created_at = None
-    updated_at = None
-    created_by = None
-    updated_by = None
+    # DRF removes a declared field that a subclass sets to None.
+    version = None  # type: ignore[assignment]
+    created_at = None  # type: ignore[assignment]
+    updated_at = None  # type: ignore[assignment]
+    created_by = None  # type: ignore[assignment]
+    updated_by = None  # type: ignore[assignment]
 
 
 class PolicySetExpectationSerializer(serializers.Serializer):

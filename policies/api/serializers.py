@@ -249,7 +249,7 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
 
 class LabelAssignmentVersionSerializer(PolicyVersionSerializer):
     class Meta(PolicyVersionSerializer.Meta):
-        model = LabelAssignmentVersion
+        model = LabelAssignmentVersion  # type: ignore[assignment]  # same fields, other model
 
 
 class RestoreSerializer(StrictSerializer):

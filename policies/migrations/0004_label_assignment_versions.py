@@ -16,7 +16,7 @@ def first_versions(apps, schema_editor):
             version=row.version,
             content={
                 "name": row.name,
-                "cluster": row.cluster.name if row.cluster_id else None,
+                "cluster": row.cluster.name if row.cluster is not None else None,
                 "description": row.description,
                 "enabled": row.enabled,
                 "priority": row.priority,

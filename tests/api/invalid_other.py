@@ -160,6 +160,13 @@ OTHER_CASES = [
         "items[0].metadata.name",
     ),
     (
+        "import-a-list",
+        "post",
+        "/api/v1/clusters/prod/nodes/import/",
+        [node_object("n")],
+        "document",
+    ),
+    (
         "import-wrong-kind",
         "post",
         "/api/v1/clusters/prod/nodes/import/",

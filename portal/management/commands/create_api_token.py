@@ -7,7 +7,7 @@ The key is shown this once: the portal keeps only its digest (core/tokens.py).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.apps import apps
 from django.contrib.auth import get_user_model
@@ -15,6 +15,7 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from core import tokens
@@ -47,7 +48,8 @@ class Command(BaseCommand):
         username = options["username"].strip()
         user_model = get_user_model()
         try:
-            user_model._meta.get_field(user_model.USERNAME_FIELD).run_validators(username)
+            username_field = user_model._meta.get_field(user_model.USERNAME_FIELD)
+            cast("Field[Any, Any]", username_field).run_validators(username)
         except ValidationError as exc:
             raise CommandError(
                 f"Invalid user name {username!r}: {' '.join(exc.messages)}"

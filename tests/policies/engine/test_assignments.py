@@ -20,7 +20,7 @@ from policies.engine.assignments import (
 from policies.engine.errors import EngineValidationError
 from policies.engine.selectors import Requirement
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 OBSERVED = {"zone": "eu-1a", "gpu.gen": "4", "spot": "true"}
 

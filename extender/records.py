@@ -8,7 +8,7 @@ metrics, the decision-log writer or the refresher (``extender.observe`` reports 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ class CallRecord:
     duration_seconds: float
     snapshot_revision: int
     # policy name -> version, for the active policies (enforce and dry-run)
-    policy_versions: dict[str, int] = field(default_factory=dict)
+    policy_versions: Mapping[str, int] = field(default_factory=dict)
     # (node, wire reason) for rejected nodes; the handler caps the list
     rejected: list[tuple[str, str]] = field(default_factory=list)
     # node -> every failing rule with what the node has (the snapshot's immutable map), looked

@@ -79,7 +79,8 @@ def _record(
         nodes_out=nodes_out,
         duration_seconds=0.0,
         snapshot_revision=snapshot.revision,
-        policy_versions=dict(table.versions) if table is not None else {},
+        # The table's own map (never changed once built): the decision-log writer copies it.
+        policy_versions=table.versions if table is not None else {},
     )
 
 

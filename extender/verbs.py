@@ -9,6 +9,10 @@ and echoes the passing ones unchanged.
 from __future__ import annotations
 
 import logging
+
+# What collections.Counter counts with: the C loop where the interpreter has one, its own Python
+# loop elsewhere (collections chooses).
+from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -17,15 +21,6 @@ from typing import Any
 
 import orjson
 from msgspec import Raw
-
-try:  # what collections.Counter counts with, in C; the same loop in Python where it is missing
-    from _collections import _count_elements
-except ImportError:  # pragma: no cover - CPython has it
-
-    def _count_elements(mapping: dict[Any, int], iterable: Iterable[Any]) -> None:
-        for element in iterable:
-            mapping[element] = mapping.get(element, 0) + 1
-
 
 from extender import wire
 from extender.records import CallRecord

@@ -42,7 +42,11 @@ def pod(**spec: Any) -> dict[str, Any]:
 def reasons(pod_dict: dict[str, Any], node: FitNode, usage: NodeUsage | None = None) -> tuple:
     if "pods" not in node.allocatable:  # room for pods unless the case is about pods
         node = FitNode(
-            node.name, node.labels, node.taints, node.unschedulable, node.ready,
+            node.name,
+            node.labels,
+            node.taints,
+            node.unschedulable,
+            node.ready,
             {**node.allocatable, "pods": 110},
         )
     detail = basic_fit(pod_spec_facts(pod_dict), node, usage)
@@ -693,9 +697,12 @@ def test_usage_add_and_remove_are_inverse() -> None:
         )
     )
     usage.add(facts)
-    assert usage.requested == {"cpu": 1000, "memory": 1 << 30} and usage.pods == 1
+    assert usage.requested == {"cpu": 1000, "memory": 1 << 30}
+    assert usage.pods == 1
     usage.remove(facts)
-    assert usage.requested == {"cpu": 0, "memory": 0} and usage.pods == 0 and not usage.host_ports
+    assert usage.requested == {"cpu": 0, "memory": 0}
+    assert usage.pods == 0
+    assert not usage.host_ports
 
 
 # --------------------------------------------------------------------------- PodRequests
@@ -757,7 +764,8 @@ def test_limits_default_requests_and_bad_quantities_count_as_absent() -> None:
 
 def test_odd_pods_are_read_leniently() -> None:
     facts = pod_spec_facts({"spec": {"containers": "x", "tolerations": [None], "priority": True}})
-    assert facts.requests == {} and facts.priority == 0
+    assert facts.requests == {}
+    assert facts.priority == 0
     assert facts.scheduler_name == "default-scheduler"
     assert pod_spec_facts(None).required_terms is None
 

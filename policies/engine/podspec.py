@@ -255,7 +255,8 @@ def _term(raw: Any) -> NodeSelectorTerm:
         if requirement_errors(key, operator, values, operators=NODE_OPERATORS):
             valid = False
             continue
-        assert isinstance(key, str) and isinstance(operator, str)  # validated above
+        assert isinstance(key, str)
+        assert isinstance(operator, str)
         expressions.append(Requirement(key, operator, tuple(values)))
     name_fields: list[tuple[str, str]] = []
     for item in _list(term.get("matchFields")):

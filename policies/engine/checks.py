@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from policies.engine.affinity import NodeRequirement
+
 # Column sources: which node fact a rule reads.
 LABEL = "label"  # effective label value, None when absent
 ALLOCATABLE = "allocatable"  # allocatable in base units, 0 when absent
@@ -51,6 +53,9 @@ class FilterCheck:
     label: str
     column: Column
     judge: Judge
+    # The rule as node affinity (policies.engine.affinity), or why it has none.
+    affinity: NodeRequirement | None = None
+    affinity_reason: str = ""
 
     @property
     def wire_reason(self) -> str:
@@ -76,6 +81,9 @@ class WeightCheck:
     column: Column
     weight: int
     contribution: Contribution | None
+    # The rule as a preferred term's requirement (policies.engine.affinity), or why it has none.
+    affinity: NodeRequirement | None = None
+    affinity_reason: str = ""
 
 
 def format_base_units(resource: str, value: int) -> str:

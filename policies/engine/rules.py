@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from policies.engine import kinds
+from policies.engine.affinity import NodeRequirement, no_equivalent, weight_reason
 from policies.engine.checks import FilterCheck, WeightCheck
 from policies.engine.errors import EngineValidationError
 
@@ -45,7 +47,20 @@ def compile_filter_rule(policy: str, rule: Mapping[str, Any]) -> FilterCheck | N
     check = kind.build(policy, label, fields)
     if not isinstance(check, FilterCheck):
         raise TypeError(f"filter rule kind {kind.name!r} built {type(check).__name__}")
-    return check
+    requirement, reason = _affinity(kind, fields)
+    return replace(check, affinity=requirement, affinity_reason=reason)
+
+
+def _affinity(
+    kind: kinds.RuleKind, fields: Mapping[str, Any]
+) -> tuple[NodeRequirement | None, str]:
+    """The rule's node-affinity requirement (None) or why it has none ('' when it has one)."""
+    if kind.node_affinity is None:
+        return None, no_equivalent(kind.name, kind.role)
+    translated = kind.node_affinity(fields)
+    if isinstance(translated, str):
+        return None, translated
+    return translated, ""
 
 
 def compile_weight_rule(policy: str, rule: Mapping[str, Any]) -> WeightCheck | None:
@@ -62,4 +77,7 @@ def compile_weight_rule(policy: str, rule: Mapping[str, Any]) -> WeightCheck | N
     check = kind.build(policy, label, fields, weight)
     if not isinstance(check, WeightCheck):
         raise TypeError(f"weight rule kind {kind.name!r} built {type(check).__name__}")
-    return check
+    requirement, reason = _affinity(kind, fields)
+    if requirement is not None and weight_reason(weight):
+        requirement, reason = None, weight_reason(weight)
+    return replace(check, affinity=requirement, affinity_reason=reason)

@@ -16,6 +16,7 @@ from typing import Any
 from policies.engine.assignments import AssignmentSpec
 from policies.engine.evaluate import ClusterEvaluator
 from policies.engine.facts import NodeFacts, node_facts
+from policies.engine.placement import unpushed_keys
 from policies.engine.policy import CompiledPolicy
 
 # Full-mode node facts cached per (name, resourceVersion); beyond this the cache starts over.
@@ -32,6 +33,10 @@ class ClusterSettings:
     is_default: bool = False
     last_success_at: float | None = None  # time.time() of the last successful inventory sync
     sync_state: str = "never"
+    # The admission webhook (docs/admission.md): off, annotate or mutate, and the namespaces
+    # whose pods it never touches.
+    admission: str = "off"
+    admission_excluded_namespaces: Sequence[str] = ("kube-system",)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -53,6 +58,12 @@ class ClusterSnapshot:
     node_object_facts: dict[tuple[str, str], NodeFacts] = field(default_factory=dict)
     # The inventory's facts (effective labels included), for previews of unsaved policies.
     facts: tuple[NodeFacts, ...] = ()
+    admission: str = "off"
+    admission_excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
+    # Label keys that label assignments set and some node does not carry (placement).
+    unpushed_keys: frozenset[str] = frozenset()
+    # The admission webhook's plans, per set of policies a pod selects (extender.admission).
+    admission_plans: dict[tuple[int, ...], Any] = field(default_factory=dict)
 
     @property
     def policies(self) -> tuple[CompiledPolicy, ...]:
@@ -109,6 +120,7 @@ def build_cluster_snapshot(
     ``assignments`` pairs each enabled assignment with its cluster (None = every cluster).
     """
     specs = tuple(spec for scope, spec in assignments if scope is None or scope == cluster.name)
+    nodes = list(nodes)
     facts = [
         node_facts(
             sys.intern(node.name),
@@ -133,6 +145,15 @@ def build_cluster_snapshot(
         evaluator=evaluator,
         host_prefixes=prefixes,
         facts=tuple(facts),
+        admission=cluster.admission,
+        admission_excluded_namespaces=frozenset(cluster.admission_excluded_namespaces),
+        unpushed_keys=(
+            unpushed_keys(
+                (node.labels, fact.labels) for node, fact in zip(nodes, facts, strict=True)
+            )
+            if specs
+            else frozenset()
+        ),
     )
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from policies.engine.affinity import NodeRequirement
 from policies.engine.checks import FilterCheck, WeightCheck
 
 FILTER = "filter"
@@ -32,6 +33,8 @@ COLUMNS = ("key", "operator", "values", "resource", "quantity", "condition", "st
 Errors = list[tuple[str, str]]
 # Raw rule content -> (the kind's canonical fields, problems as (field, message) pairs).
 Cleaner = Callable[[Mapping[str, Any]], tuple[dict[str, Any], Errors]]
+# Canonical fields -> the node-affinity requirement, or why this rule has none.
+AffinityCompiler = Callable[[Mapping[str, Any]], NodeRequirement | str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +48,9 @@ class RuleKind:
     canonical content (``FilterCheck`` for a filter kind, ``WeightCheck`` for a weight kind:
     ``build(policy, label, fields)`` and ``build(policy, label, fields, weight)``).
     ``reads_labels`` says the kind reads node labels (the draft checks name unknown keys);
-    ``node_affinity`` says its fields are a ``NodeSelectorRequirement`` that kube-scheduler's
-    NodeAffinity plugin evaluates itself (the native profile export compiles it).
+    ``node_affinity`` turns canonical content into the ``NodeSelectorRequirement`` that
+    kube-scheduler's NodeAffinity plugin evaluates itself, or says why this rule has none
+    (``policies.engine.affinity``): the native profile and the admission webhook write it.
     """
 
     name: str
@@ -60,7 +64,7 @@ class RuleKind:
     choices: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     required: tuple[str, ...] = ()
     reads_labels: bool = False
-    node_affinity: bool = False
+    node_affinity: AffinityCompiler | None = None
     order: int = 100
 
     @property

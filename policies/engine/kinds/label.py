@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from policies.engine.affinity import NodeRequirement
 from policies.engine.checks import LABEL, FilterCheck, WeightCheck
 from policies.engine.kinds import FILTER, WEIGHT, Errors, RuleKind, register
 from policies.engine.selectors import NODE_OPERATORS, Requirement, requirement_errors
@@ -27,6 +28,11 @@ def clean(rule: Mapping[str, Any]) -> tuple[dict[str, Any], Errors]:
 
 def requirement(fields: Mapping[str, Any]) -> Requirement:
     return Requirement(fields["key"], fields["operator"], tuple(fields["values"]))
+
+
+def node_affinity(fields: Mapping[str, Any]) -> NodeRequirement:
+    """The same requirement as a ``matchExpressions`` entry: the operators are apimachinery's."""
+    return NodeRequirement(fields["key"], fields["operator"], tuple(fields["values"]))
 
 
 def describe(fields: Mapping[str, Any]) -> str:
@@ -63,7 +69,7 @@ _COMMON: dict[str, Any] = {
     "choices": {"operator": NODE_OPERATORS},
     "required": ("key",),
     "reads_labels": True,
-    "node_affinity": True,
+    "node_affinity": node_affinity,
     "order": 10,
 }
 register(

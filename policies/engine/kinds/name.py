@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from policies.engine.affinity import NodeRequirement, name_requirement
 from policies.engine.checks import NAME_COLUMN, FilterCheck
 from policies.engine.globs import compile_glob, glob_errors
 from policies.engine.kinds import FILTER, Errors, RuleKind, register
 
 OPERATORS = ("Matches", "NotMatches")
+# What makes a pattern a glob rather than one exact name (fnmatch's special characters).
+GLOB_CHARACTERS = "*?["
 
 
 def clean(rule: Mapping[str, Any]) -> tuple[dict[str, Any], Errors]:
@@ -23,6 +26,15 @@ def clean(rule: Mapping[str, Any]) -> tuple[dict[str, Any], Errors]:
 
 def describe(fields: Mapping[str, Any]) -> str:
     return f"name: {fields['operator']} {fields['pattern']}"
+
+
+def node_affinity(fields: Mapping[str, Any]) -> NodeRequirement | str:
+    """An exact name (no ``*``, ``?`` or ``[``) is a ``metadata.name`` field requirement; a glob
+    matches by pattern, which node affinity cannot express."""
+    pattern = fields["pattern"]
+    if any(char in pattern for char in GLOB_CHARACTERS):
+        return "a name glob has no node-affinity equivalent (node affinity names exact nodes)"
+    return name_requirement(pattern, equal=fields["operator"] == "Matches")
 
 
 def build(policy: str, label: str, fields: Mapping[str, Any]) -> FilterCheck:
@@ -48,6 +60,7 @@ register(
         help="Keeps nodes whose name matches (or not) a glob. Example: pattern gpu-*, Matches.",
         choices={"operator": OPERATORS},
         required=("pattern",),
+        node_affinity=node_affinity,
         order=40,
     )
 )

@@ -116,6 +116,7 @@ class ClusterAdmin(ServiceWriteMixin, ClusterAdminExtras):
             },
         ),
         ("Extender behaviour", {"fields": ("unknown_node_action", "bind_enabled")}),
+        ("Admission webhook", {"fields": ("admission", "admission_excluded_namespaces")}),
         ("Sync status", {"fields": SYNC_STATUS_FIELDS}),
     )
 

@@ -30,7 +30,26 @@ def add_content_errors(form: forms.BaseForm, error: ContentError) -> None:
                 form.add_error(None, f"{path}: {message}" if path else message)
 
 
+class NamespaceListField(forms.CharField):
+    """A list of namespace names, edited as one comma-separated line."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return ", ".join(str(item) for item in value)
+        return value
+
+    def to_python(self, value: Any) -> list[str]:
+        text = super().to_python(value)
+        return [part.strip() for part in text.split(",") if part.strip()]
+
+
 class ClusterForm(forms.ModelForm):
+    admission_excluded_namespaces = NamespaceListField(
+        required=False,
+        label="Admission excluded namespaces",
+        help_text="Comma-separated; the webhook never touches their pods. Default: kube-system.",
+    )
+
     class Meta:
         model = Cluster
         fields = CLUSTER_FIELDS

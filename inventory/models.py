@@ -26,6 +26,22 @@ class UnknownNodeAction(models.TextChoices):
     DENY = "deny", "deny"
 
 
+class AdmissionMode(models.TextChoices):
+    """What the admission webhook does with the pods of a cluster (docs/admission.md)."""
+
+    OFF = "off", "off: pods pass unchanged"
+    ANNOTATE = "annotate", "annotate: say in an annotation what mutate would write"
+    MUTATE = "mutate", "mutate: write the rules into the pod's node affinity"
+
+
+# Pods of these namespaces are never touched unless the cluster says otherwise.
+DEFAULT_ADMISSION_EXCLUDED_NAMESPACES = ("kube-system",)
+
+
+def default_admission_excluded_namespaces() -> list[str]:
+    return list(DEFAULT_ADMISSION_EXCLUDED_NAMESPACES)
+
+
 class SyncState(models.TextChoices):
     NEVER = "never", "never synced"
     RUNNING = "running", "running"
@@ -60,6 +76,18 @@ class Cluster(models.Model):
     is_default = models.BooleanField(default=False)
     bind_enabled = models.BooleanField(
         default=False, help_text="Serve the extender's bind verb by creating Bindings."
+    )
+    admission = models.CharField(
+        max_length=10,
+        choices=AdmissionMode.choices,
+        default=AdmissionMode.OFF,
+        help_text="The admission webhook: write the policies' rules into new pods' node "
+        "affinity, so autoscalers and every scheduler honour them too.",
+    )
+    admission_excluded_namespaces = models.JSONField(
+        default=default_admission_excluded_namespaces,
+        blank=True,
+        help_text="Namespaces whose pods the admission webhook never touches.",
     )
     # Bumped by every change of the settings above (not by syncs): the API's ETag, and what a
     # delete must name (If-Match), since a delete takes the cluster's policies with it.
@@ -99,6 +127,9 @@ class Cluster(models.Model):
             models.CheckConstraint(
                 condition=Q(unknown_node_action__in=UnknownNodeAction.values),
                 name="cluster_unknown_node_action_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(admission__in=AdmissionMode.values), name="cluster_admission_valid"
             ),
         ]
 

@@ -20,7 +20,14 @@ from core.models import AuditAction
 from core.revisions import bump_snapshot_revision
 from inventory import sync_status
 from inventory.hooks import cluster_deleting
-from inventory.models import RESERVED_CLUSTER_NAMES, Cluster, ClusterSource, Node, UnknownNodeAction
+from inventory.models import (
+    RESERVED_CLUSTER_NAMES,
+    AdmissionMode,
+    Cluster,
+    ClusterSource,
+    Node,
+    UnknownNodeAction,
+)
 from inventory.node_objects import node_fields
 from policies.engine.labels import dns1123_label_errors, dns1123_subdomain_errors
 
@@ -37,7 +44,11 @@ CLUSTER_FIELDS = (
     "unknown_node_action",
     "is_default",
     "bind_enabled",
+    "admission",
+    "admission_excluded_namespaces",
 )
+# How many namespaces a cluster may exclude from the admission webhook.
+MAX_ADMISSION_EXCLUDED_NAMESPACES = 200
 # Fields compared to decide whether a stored node changed (resourceVersion alone does not count).
 NODE_COMPARED_FIELDS = (
     "uid",
@@ -84,9 +95,30 @@ def clean_cluster(data: Mapping[str, Any]) -> dict:
     for flag in ("in_cluster", "sync_enabled", "is_default", "bind_enabled"):
         if flag in data and not isinstance(data[flag], bool):
             errors[flag] = ["Must be a boolean."]
+    if data.get("admission", AdmissionMode.OFF) not in AdmissionMode.values:
+        errors["admission"] = [f"Must be one of {', '.join(AdmissionMode.values)}."]
+    excluded = data.get("admission_excluded_namespaces", [])
+    problems = _namespace_list_errors(excluded)
+    if problems:
+        errors["admission_excluded_namespaces"] = problems
     if errors:
         raise ContentError(errors)
     return {f: data[f] for f in CLUSTER_FIELDS if f in data}
+
+
+def _namespace_list_errors(value: Any) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return ["Must be a list of namespace names."]
+    if len(value) > MAX_ADMISSION_EXCLUDED_NAMESPACES:
+        return [f"At most {MAX_ADMISSION_EXCLUDED_NAMESPACES} namespaces."]
+    problems = [
+        f"{name!r}: not a namespace name (DNS-1123 label)."
+        for name in value
+        if dns1123_label_errors(name)
+    ]
+    if len(set(value)) != len(value):
+        problems.append("Each namespace at most once.")
+    return problems
 
 
 def _claim_default(cluster: Cluster) -> None:

@@ -89,7 +89,14 @@ def read_sources() -> dict[str, Any]:
 
 def _clusters() -> list[ClusterSettings]:
     rows = Cluster.objects.values_list(
-        "name", "unknown_node_action", "bind_enabled", "is_default", "last_success_at", "sync_state"
+        "name",
+        "unknown_node_action",
+        "bind_enabled",
+        "is_default",
+        "last_success_at",
+        "sync_state",
+        "admission",
+        "admission_excluded_namespaces",
     )
     return [
         ClusterSettings(
@@ -99,8 +106,10 @@ def _clusters() -> list[ClusterSettings]:
             is_default=default,
             last_success_at=last_success.timestamp() if last_success else None,
             sync_state=state,
+            admission=admission,
+            admission_excluded_namespaces=tuple(excluded if isinstance(excluded, list) else ()),
         )
-        for name, action, bind, default, last_success, state in rows
+        for name, action, bind, default, last_success, state, admission, excluded in rows
     ]
 
 

@@ -12,7 +12,14 @@ from rest_framework import serializers
 
 from core.api.base import ContentSerializer, StrictSerializer, max_length_errors
 from core.errors import ContentError
-from inventory.models import Cluster, ClusterSource, Node, SyncState, UnknownNodeAction
+from inventory.models import (
+    AdmissionMode,
+    Cluster,
+    ClusterSource,
+    Node,
+    SyncState,
+    UnknownNodeAction,
+)
 from inventory.services import CLUSTER_FIELDS, clean_cluster, cluster_content
 from policies.engine.assignments import assigned_labels
 
@@ -77,6 +84,19 @@ class ClusterSerializer(ContentSerializer):
         required=False, default=False, help_text="Served at /extender/<verb>; at most one."
     )
     bind_enabled = serializers.BooleanField(required=False, default=False)
+    admission = serializers.ChoiceField(
+        choices=AdmissionMode.values,
+        required=False,
+        default=AdmissionMode.OFF,
+        help_text="The admission webhook (docs/admission.md): off, annotate (say what it would "
+        "write) or mutate (write the rules into new pods' node affinity).",
+    )
+    admission_excluded_namespaces = serializers.ListField(
+        child=serializers.CharField(max_length=63),
+        required=False,
+        help_text="Namespaces whose pods the admission webhook never touches; default "
+        "[kube-system].",
+    )
     # Read-only sync status.
     sync_state = serializers.ChoiceField(choices=SyncState.values, read_only=True)
     sync_started_at = serializers.DateTimeField(read_only=True, allow_null=True)

@@ -25,6 +25,8 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
 from extender import refresh
+from extender.admission.handler import PREFIX as ADMISSION_PREFIX
+from extender.admission.handler import application as admission_application
 from extender.handler import PREFIX
 from extender.handler import application as extender_application
 from extender.health import wsgi_routes
@@ -45,10 +47,14 @@ def application(environ: dict[str, Any], start_response: StartResponse) -> Itera
         if environ.get(CLIENT_ALLOWED, True) is False:
             return _refuse_client(start_response)
         return extender_application(environ, start_response)
+    if path.startswith(ADMISSION_PREFIX):  # kube-apiserver's admission webhook calls
+        if environ.get(CLIENT_ALLOWED, True) is False:
+            return _refuse_client(start_response)
+        return admission_application(environ, start_response)
     route = wsgi_routes.get(path)
     if route is not None:
         return route(environ, start_response)
-    routes = "/extender/..., /healthz, /readyz, /metrics"
+    routes = "/extender/..., /admission/<cluster>/mutate, /healthz, /readyz, /metrics"
     body = orjson.dumps({"Error": f"no route {path!r} on the extender port: {routes}"})
     start_response(
         "404 Not Found", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]

@@ -276,6 +276,9 @@ EXTENDER_TLS_CLIENT_NAMES = os.environ.get("EXTENDER_TLS_CLIENT_NAMES", "").stri
 EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")
 EXTENDER_BIND_ALLOWED_CIDRS = os.environ.get("EXTENDER_BIND_ALLOWED_CIDRS", "")
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
+# The admission webhook (docs/admission.md) answers on the extender's server; an AdmissionReview
+# carries one pod (kube-apiserver takes at most 3 MiB per request), so its limit is far lower.
+ADMISSION_MAX_BODY_BYTES = env_int("ADMISSION_MAX_BODY_BYTES", 4 * 1024 * 1024)
 
 # --- Generated scheduler configuration ------------------------------------------------------
 # The URL kube-scheduler reaches the extender at (its urlPrefix): the extender's own when it is

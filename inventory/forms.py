@@ -30,7 +30,7 @@ def add_content_errors(form: forms.BaseForm, error: ContentError) -> None:
                 form.add_error(None, f"{path}: {message}" if path else message)
 
 
-class NamespaceListField(forms.CharField):
+class NamespaceListField(forms.Field):
     """A list of namespace names, edited as one comma-separated line."""
 
     def prepare_value(self, value: Any) -> Any:
@@ -39,7 +39,9 @@ class NamespaceListField(forms.CharField):
         return value
 
     def to_python(self, value: Any) -> list[str]:
-        text = super().to_python(value)
+        if isinstance(value, list):
+            return [str(item).strip() for item in value]
+        text = value if isinstance(value, str) else ""
         return [part.strip() for part in text.split(",") if part.strip()]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from extender.api import decisions, views
+from extender.api import admission, decisions, views
 
 router = SimpleRouter()
 router.register("decisions", decisions.DecisionViewSet, basename="decision")
@@ -17,4 +17,5 @@ urlpatterns = [
         views.SchedulerConfigView.as_view(),
         name="cluster-scheduler-config",
     ),
+    path("clusters/<str:name>/admission-config/", admission.AdmissionConfigView.as_view()),
 ]

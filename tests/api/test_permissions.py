@@ -52,6 +52,7 @@ ROUTES = [
     Route("POST", "/api/v1/clusters/kube/sync/", 202, WRITE),
     Route("GET", "/api/v1/clusters/prod/scheduler-config/", 200),
     Route("GET", "/api/v1/clusters/prod/scheduler-config/?bundle=second-scheduler", 200),
+    Route("GET", "/api/v1/clusters/prod/admission-config/", 200),
     # nodes
     Route("GET", "/api/v1/clusters/prod/nodes/", 200),
     Route("GET", "/api/v1/clusters/prod/nodes/gpu-1/", 200),

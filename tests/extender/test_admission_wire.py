@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import base64
 import copy
+import ipaddress
 
 import orjson
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from extender.access import Allowlist
 from extender.holder import holder
+from extender.tls import CLIENT_ALLOWED
 from inventory.services import cluster_update
 from policies.services import policy_create
 from tests.extender.admission_support import call, pod, review, sample
@@ -339,3 +342,18 @@ def test_no_database_queries_per_review(prod) -> None:
         statuses.append(call("/admission/nope/mutate", bodies[0]).status)
     assert statuses == [200, 200, 200, 200, 400, 404]
     assert len(queries) == 0, [q["sql"] for q in queries]
+
+
+def test_callers_are_held_to_the_verbs_rules(prod, monkeypatch) -> None:
+    allowlist = Allowlist([ipaddress.ip_network("10.1.0.0/16")])
+    monkeypatch.setattr("extender.admission.handler.CALLERS", allowlist)
+    outside = call(URL, review(pod()), remote_addr="10.0.0.1")
+    assert outside.status == 403
+    assert "EXTENDER_ALLOWED_CIDRS" in status_of(outside)["message"]
+    assert call(URL, review(pod()), remote_addr="10.1.2.3").status == 200
+    # Over TLS with a client CA, a connection without an allowed certificate is refused
+    # before the review is read (extender.server, as for the verbs).
+    refused = call(URL, review(pod()), remote_addr="10.1.2.3",
+                   environ_extra={CLIENT_ALLOWED: False})  # fmt: skip
+    assert refused.status == 403
+    assert "client certificate" in refused.json()["Error"]

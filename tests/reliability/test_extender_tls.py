@@ -77,7 +77,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def extender(tmp_path: Path, pki: Path) -> Iterator[ExtenderServer]:
     (_, port), db = shared_database_target()
-    cluster = make_cluster("tls")
+    cluster = make_cluster("tls", admission="mutate")
     load_nodes(
         cluster,
         [node_object(f"gpu-{i}", {"gpu": "a100"}) for i in range(300)]
@@ -204,3 +204,29 @@ def test_plain_http_and_stalled_handshakes_do_not_get_through(
         for sock in stalled:
             sock.close()
     assert "TLS handshake with 127.0.0.1 failed" in extender.log()
+
+
+def test_admission_reviews_need_the_client_certificate_too(
+    extender: ExtenderServer, pki: Path
+) -> None:
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "b9c2e1f4-7d0a-4c55-9e1e-3f3e6a1d2c11",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": "ml",
+            "operation": "CREATE",
+            "object": {"metadata": {"name": "t", "namespace": "ml"}, "spec": {"containers": []}},
+        },
+    }
+    path = "/admission/tls/mutate"
+    for certificate in (None, "kubelet-node-1"):
+        status, reply = call(extender, pki, certificate, review, path=path)
+        assert status == 403, certificate
+        assert "client certificate" in reply["Error"]
+    status, reply = call(extender, pki, "kube-scheduler", review, path=path)
+    assert status == 200
+    assert reply["response"]["uid"] == review["request"]["uid"]
+    assert reply["response"]["patchType"] == "JSONPatch"

@@ -38,11 +38,24 @@ def preview_policy(data: Any) -> dict[str, Any]:
     clusters = []
     worst: engine.Impact | None = None
     all_facts: list[NodeFacts] = []
+    placement_warnings: list[engine.DraftWarning] = []
     for name in names:
-        facts = snapshot.clusters[name].facts
+        cluster = snapshot.clusters[name]
+        facts = cluster.facts
         all_facts.extend(facts)
         result = engine.impact(content, facts, cluster=name)
-        entry = {"cluster": name, **asdict(result)}
+        rules = engine.enforcement(
+            content, unpushed=cluster.unpushed_keys, admission=cluster.admission
+        )
+        entry = {
+            "cluster": name,
+            **asdict(result),
+            "admission": cluster.admission,
+            "enforcement": [asdict(rule) for rule in rules],
+        }
+        if cluster.admission != "off":
+            # Those who turned admission on expect autoscalers to see the rules.
+            placement_warnings.extend(engine.unpushed_warnings(name, rules))
         if saved is not None and (saved["cluster"] in (None, name)):
             before = engine.impact(saved, facts, cluster=name)
             entry["saved_rejected"] = before.rejected
@@ -50,7 +63,7 @@ def preview_policy(data: Any) -> dict[str, Any]:
         clusters.append(entry)
         if worst is None or result.passing < worst.passing:
             worst = result
-    warnings = engine.warnings(content, all_facts, worst)
+    warnings = engine.warnings(content, all_facts, worst) + placement_warnings
     return {
         "name": content["name"],
         "snapshot_revision": snapshot.revision,

@@ -7,6 +7,7 @@ makes exactly one version and one audit entry.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,10 +18,11 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
 from django.forms import BaseFormSet, ModelForm
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from core.admin import EMPTY, ServiceWriteMixin
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
@@ -34,6 +36,9 @@ from policies.admin.draft import (
     editor_hints,
 )
 from policies.admin.yaml_editor import yaml_view
+from policies.compile import current_snapshot
+from policies.content import policy_content
+from policies.engine.preview import enforcement
 from policies.expectations import broken_by
 from policies.forms import FilterRuleForm, PolicyForm, RuleInlineFormSet, WeightRuleForm
 from policies.models import FilterRule, Policy, PolicyMode, PolicyVersion, WeightRule
@@ -96,6 +101,9 @@ class WeightRuleInline(RuleInline):
     )
 
 
+ENFORCEMENT = "Where each rule is enforced"
+
+
 @admin.register(Policy)
 class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
     form = PolicyForm
@@ -142,6 +150,7 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
             {"fields": ("namespaces", "pod_labels", "pod_expressions")},
         ),
         ("Change note", {"fields": ("change_note",)}),
+        (ENFORCEMENT, {"fields": ("enforcement",)}),
         ("History", {"fields": (*HISTORY_FIELDS, "versions_link"), "classes": ("collapse",)}),
     )
 
@@ -161,7 +170,38 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
             *HISTORY_FIELDS,
             "versions_link",
             "dry_run_link",
+            "enforcement",
         ]
+
+    @admin.display(description="per cluster")
+    def enforcement(self, obj: Policy) -> SafeString | str:
+        """Where each saved rule is enforced in each cluster it applies to (docs/admission.md)."""
+        if obj.pk is None:
+            return EMPTY
+        content = policy_content(obj)
+        snapshot = current_snapshot()
+        names = [obj.cluster.name] if obj.cluster is not None else sorted(snapshot.clusters)
+        parts = []
+        for name in names:
+            cluster = snapshot.clusters.get(name)
+            if cluster is None:
+                continue
+            rules = enforcement(
+                content, unpushed=cluster.unpushed_keys, admission=cluster.admission
+            )
+            if rules:
+                html = render_to_string(
+                    "admin/policies/policy/enforcement.html",
+                    {"rules": [asdict(rule) for rule in rules], "admission": cluster.admission},
+                )
+                row = (
+                    '<div class="cluster-enforcement" data-cluster="{}"><strong>{}</strong>{}</div>'
+                )
+                parts.append(format_html(row, name, name, html))
+        if not parts:
+            return "No enabled rule, or no cluster yet."
+        # Each part is escaped already (format_html, the template).
+        return mark_safe("".join(parts))
 
     @admin.display(description="dry-run report")
     def dry_run_link(self, obj: Policy) -> SafeString | str:
@@ -174,7 +214,9 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
 
     def get_fieldsets(self, request: HttpRequest, obj: Policy | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
-        return fieldsets if obj is not None else fieldsets[:-1]
+        if obj is not None:
+            return fieldsets
+        return [fs for fs in fieldsets if fs[0] not in ("History", ENFORCEMENT)]
 
     @admin.display(description="cluster", ordering="cluster__name")
     def cluster_name(self, obj: Policy) -> str:

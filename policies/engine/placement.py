@@ -92,9 +92,10 @@ class PolicyPlacement:
         return all(r.requirement is not None for r in self.rules)
 
 
-def _place(
+def place_check(
     check: FilterCheck | WeightCheck, role: str, weight: int, unpushed: Set[str]
 ) -> RulePlacement:
+    """One compiled rule placed (``weight``: 0 for a filter rule)."""
     requirement = check.affinity
     if requirement is None:
         return RulePlacement(check.policy, check.label, role, None, weight, check.affinity_reason)
@@ -109,8 +110,8 @@ def _place(
 def place_policy(policy: CompiledPolicy, unpushed: Set[str] = frozenset()) -> PolicyPlacement:
     """Place every enabled rule of ``policy``; ``unpushed``: label keys node affinity cannot
     judge like the extender in this cluster (:func:`unpushed_keys`)."""
-    rules = [_place(check, FILTER, 0, unpushed) for check in policy.filters]
-    rules += [_place(check, WEIGHT, check.weight, unpushed) for check in policy.weights]
+    rules = [place_check(check, FILTER, 0, unpushed) for check in policy.filters]
+    rules += [place_check(check, WEIGHT, check.weight, unpushed) for check in policy.weights]
     return PolicyPlacement(policy.name, policy.version, policy.enforce, tuple(rules))
 
 

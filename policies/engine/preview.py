@@ -9,16 +9,20 @@ mistake (a label key or value no node carries, a policy that leaves no node) wit
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 from policies.engine import kinds
+from policies.engine.admission import ANNOTATE, MUTATE
 from policies.engine.assignments import AssignmentSpec, effective_labels
+from policies.engine.checks import WeightCheck
 from policies.engine.evaluate import evaluate_pod
 from policies.engine.facts import NodeFacts
+from policies.engine.placement import FILTER, WEIGHT, place_check
 from policies.engine.pods import PodFacts
 from policies.engine.policy import compile_policy
+from policies.engine.rules import compile_filter_rule, compile_weight_rule
 
 
 @dataclass
@@ -155,6 +159,78 @@ def warnings(
             )
         )
     return found
+
+
+ADMISSION = "admission"
+EXTENDER = "extender"
+
+
+@dataclass
+class RuleEnforcement:
+    """Where one enabled rule is enforced in a cluster: ``[admission, extender]`` when the
+    admission webhook writes it into pods' node affinity too (so autoscalers and every
+    scheduler see it), else ``[extender]`` with the reason (docs/admission.md)."""
+
+    path: str
+    rule: str
+    enforced_by: list[str]
+    reason: str = ""
+    # Extender-only because its label is assigned by the portal and not carried by the nodes.
+    unpushed: bool = False
+
+
+def enforcement(
+    content: Mapping[str, Any], *, unpushed: Set[str], admission: str
+) -> list[RuleEnforcement]:
+    """Each enabled rule of ``content`` in a cluster whose admission setting is ``admission``
+    and whose nodes do not carry the ``unpushed`` label keys."""
+    name = content.get("name") or "draft"
+    found = []
+    for group, role in (("filter_rules", FILTER), ("weight_rules", WEIGHT)):
+        for i, rule in enumerate(content.get(group) or []):
+            check = (
+                compile_filter_rule(name, rule)
+                if role == FILTER
+                else compile_weight_rule(name, rule)
+            )
+            if check is None:
+                continue  # disabled, or a weight of 0
+            weight = check.weight if isinstance(check, WeightCheck) else 0
+            placed = place_check(check, role, weight, unpushed)
+            path = f"{group}[{i}]"
+            if not placed.in_affinity:
+                found.append(
+                    RuleEnforcement(path, placed.rule, [EXTENDER], placed.reason, placed.unpushed)
+                )
+            elif admission == MUTATE:
+                found.append(RuleEnforcement(path, placed.rule, [ADMISSION, EXTENDER]))
+            elif admission == ANNOTATE:
+                reason = (
+                    "the cluster's admission is annotate: the webhook names the rule in the "
+                    "pod's annotation without writing it"
+                )
+                found.append(RuleEnforcement(path, placed.rule, [EXTENDER], reason))
+            else:
+                reason = "the cluster's admission is off: set it to mutate to write it into pods"
+                found.append(RuleEnforcement(path, placed.rule, [EXTENDER], reason))
+    return found
+
+
+def unpushed_warnings(cluster: str, rules: Sequence[RuleEnforcement]) -> list[DraftWarning]:
+    """A warning per rule that only the extender can enforce because it reads a label the
+    portal assigns but has not pushed to the nodes of ``cluster``."""
+    return [
+        DraftWarning(
+            "unpushed_labels",
+            f"{rule.rule} ({rule.path}) reads a label that a label assignment sets but the "
+            f"nodes of {cluster} do not carry: only the extender enforces it, so autoscalers "
+            "and other schedulers do not see it and an autoscaler cannot create such a node. "
+            "Push the assignment's labels to the nodes.",
+            rule.path,
+        )
+        for rule in rules
+        if rule.unpushed
+    ]
 
 
 @dataclass

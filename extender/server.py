@@ -91,6 +91,14 @@ class ExtenderServer(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no 
         if accepted is None:
             return
         conn, addr = accepted
+        try:
+            # As waitress's own handle_accept does: TCP_NODELAY. Without it a keep-alive
+            # client (kube-scheduler, kube-apiserver) waits ~40 ms per answer for its delayed
+            # ACK, since the headers and the body leave as separate segments.
+            self.set_socket_options(conn)
+        except OSError:
+            conn.close()
+            return
         host = addr[0] if isinstance(addr, tuple) else addr
         if self.per_client_limit and self._connections_from(host) >= self.per_client_limit:
             logger.warning("refusing a connection from %s: over its connection limit", host)

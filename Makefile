@@ -53,7 +53,7 @@ audit: $(DEV_STAMP)
 	$(PY) deploy/audit.py
 
 bench: $(DEV_STAMP)
-	@for f in bench/extender.py bench/sync.py bench/faults.py bench/preview.py bench/pages.py; do \
+	@for f in bench/extender.py bench/admission.py bench/sync.py bench/faults.py bench/preview.py bench/pages.py; do \
 		if [ -f $$f ]; then echo "== $$f"; $(PY) $$f || exit 1; fi; \
 	done
 

@@ -288,3 +288,28 @@ def test_native_profile_route(viewer, prod):
     refused = viewer.get(URL + "?mode=native&bundle=kubeadm")
     assert refused.status_code == 400
     assert "mode" in refused.json()
+
+
+def test_native_profile_names_exact_nodes_with_match_fields(viewer, prod):
+    from tests.factories import make_policy
+
+    make_policy(
+        "not-on-gpu-1",
+        pod_selector={},
+        filter_rules=[
+            {"kind": "name", "pattern": "gpu-1", "operator": "NotMatches"},
+            {"kind": "name", "pattern": "gpu-*", "operator": "Matches"},
+        ],
+        weight_rules=[],
+    )
+    answer = get(viewer, "mode=native&format=json").json()
+    config = answer["configuration"]
+    check_configuration(config)  # matchFields is a documented v1 field
+    (plugin,) = config["profiles"][0]["pluginConfig"]
+    required = plugin["args"]["addedAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required["nodeSelectorTerms"] == [
+        {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["gpu-1"]}]}
+    ]
+    assert [(n["rule"], "glob" in n["reason"]) for n in answer["not_compiled"]] == [
+        ("name: Matches gpu-*", True)
+    ]

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from extender.admission.handler import decide
 from extender.admission.review import decode
 from extender.verbs import VERBS
+from policies.engine.pods import PodFacts
 from policies.engine.podspec import pod_spec_facts
 from policies.engine.policy import compile_policy
 from policies.engine.snapshot import ClusterSettings, NodeRecord, build_snapshot_from
@@ -187,8 +188,11 @@ def test_mutated_affinity_passes_exactly_what_the_extender_passes(case, pods) ->
         mutated = pod_spec_facts(patched)
         judged = {n for n in NODE_NAMES if mutated.matches_node_selection(observed[n], n)}
 
-        table = cluster.evaluator.table(cluster.evaluator.active(request_facts(obj)))
-        placements = cluster.admission_plans[cluster.evaluator.active(request_facts(obj))]
+        metadata = obj["metadata"]
+        facts = PodFacts(namespace=metadata["namespace"], labels=metadata["labels"])
+        positions = cluster.evaluator.active(facts)
+        table = cluster.evaluator.table(positions)
+        placements = cluster.admission_plans[positions]
         enforce = [p for p in placements.placements if p.enforce]
         assert {p.name for p in enforce} == {p.name for p in table.enforce}
         if all(p.all_compile for p in enforce):
@@ -196,11 +200,3 @@ def test_mutated_affinity_passes_exactly_what_the_extender_passes(case, pods) ->
         else:
             assert judged >= passed & own, (obj, decision.patch)
         assert judged <= own  # the pod's own selection is never widened
-
-
-def request_facts(obj: dict[str, Any]):
-    from policies.engine.pods import PodFacts
-
-    metadata = obj["metadata"]
-    return PodFacts(namespace=metadata["namespace"], name=metadata["name"],
-                    labels=metadata["labels"])  # fmt: skip

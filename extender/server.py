@@ -25,6 +25,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
 from extender import refresh
+from extender.channel import ExtenderChannel
 from extender.handler import PREFIX
 from extender.handler import application as extender_application
 from extender.health import wsgi_routes
@@ -70,21 +71,27 @@ def _refuse_client(start_response: StartResponse) -> Iterable[bytes]:
 
 
 class ExtenderServer(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no type hints
-    """waitress's TCP server, refusing connections beyond a per-client-address limit."""
+    """waitress's TCP server: Nagle off and one write per answer (extender.channel), connections
+    refused beyond a per-client-address limit."""
 
     per_client_limit = 0  # 0: no limit
     tls_context: ssl.SSLContext | None = None  # when serving HTTPS (channel_class: TlsChannel)
     tls_client_names: frozenset[str] = frozenset()
     tls_requires_client = False
 
+    channel_class = ExtenderChannel
+
     def handle_accept(self) -> None:
         try:
             accepted = self.accept()
+            if accepted is None:
+                return
+            conn, addr = accepted
+            # waitress's own options: TCP_NODELAY (extender.channel says why it matters).
+            self.set_socket_options(conn)
         except OSError:
+            # The client may have gone already; waitress ignores it the same way.
             return
-        if accepted is None:
-            return
-        conn, addr = accepted
         host = addr[0] if isinstance(addr, tuple) else addr
         if self.per_client_limit and self._connections_from(host) >= self.per_client_limit:
             logger.warning("refusing a connection from %s: over its connection limit", host)

@@ -26,8 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from waitress.channel import HTTPChannel
-from waitress.task import WSGITask
+from extender.channel import ExtenderChannel, ExtenderTask
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +91,7 @@ def name_allowed(names: Iterable[str], allowed: frozenset[str]) -> bool:
     return not allowed or any(name in allowed for name in names)
 
 
-class TlsTask(WSGITask):  # type: ignore[misc]  # waitress ships no type hints
+class TlsTask(ExtenderTask):
     """waitress's WSGI task, telling the application whether the client may call the verbs."""
 
     def get_environment(self) -> dict[str, Any]:
@@ -101,7 +100,7 @@ class TlsTask(WSGITask):  # type: ignore[misc]  # waitress ships no type hints
         return environ
 
 
-class TlsChannel(HTTPChannel):  # type: ignore[misc]  # waitress ships no type hints
+class TlsChannel(ExtenderChannel):
     """waitress's HTTP channel over TLS; the server holds ``tls_context``,
     ``tls_client_names`` and ``tls_requires_client`` (a client CA is configured)."""
 

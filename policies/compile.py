@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import connection, transaction
 
-from core.revisions import current_snapshot_revision
+from core.revisions import cluster_revisions, current_snapshot_revision
 from inventory.models import Cluster, Node
 from policies.content import label_assignment_content, policy_content
 from policies.engine.snapshot import ClusterSettings, NodeRecord, Snapshot
@@ -63,8 +64,13 @@ def build_snapshot() -> Snapshot:
     return snapshot_from_sources(read_sources())
 
 
-def read_sources() -> dict[str, Any]:
-    """One consistent read of everything a snapshot is built from; raises on database errors."""
+def read_sources(*, known: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, Any]:
+    """One consistent read of what a snapshot is built from; raises on database errors.
+
+    ``known``: the revision counters (``ClusterSnapshot.inputs``) of the clusters the caller
+    has built already; their nodes are read only when their counters moved. Without it, every
+    cluster's nodes are read. Clusters, policies and label assignments are always read whole.
+    """
     # Inside a caller's transaction (tests, management commands) its snapshot is what we read.
     own_transaction = not connection.in_atomic_block
     with transaction.atomic():
@@ -73,8 +79,12 @@ def read_sources() -> dict[str, Any]:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         read_at = time.time()
         revision = current_snapshot_revision()
-        clusters = _clusters()
-        nodes = _nodes()
+        ids, clusters = _clusters()
+        everything, own = cluster_revisions()
+        inputs = {name: (everything, own.get(pk, 0)) for pk, name in ids.items()}
+        known = known or {}
+        stale = {pk: name for pk, name in ids.items() if known.get(name) != inputs[name]}
+        nodes = _nodes(stale, whole=len(stale) == len(ids))
         policies = _policies()
         assignments = _assignments()
     return sources_document(
@@ -84,14 +94,23 @@ def read_sources() -> dict[str, Any]:
         nodes=nodes,
         policies=policies,
         assignments=assignments,
+        inputs=inputs,
     )
 
 
-def _clusters() -> list[ClusterSettings]:
+def _clusters() -> tuple[dict[int, str], list[ClusterSettings]]:
+    """The clusters' names by primary key, and their settings."""
     rows = Cluster.objects.values_list(
-        "name", "unknown_node_action", "bind_enabled", "is_default", "last_success_at", "sync_state"
+        "pk",
+        "name",
+        "unknown_node_action",
+        "bind_enabled",
+        "is_default",
+        "last_success_at",
+        "sync_state",
     )
-    return [
+    ids = {row[0]: row[1] for row in rows}
+    return ids, [
         ClusterSettings(
             name=name,
             unknown_node_action=action,
@@ -100,17 +119,26 @@ def _clusters() -> list[ClusterSettings]:
             last_success_at=last_success.timestamp() if last_success else None,
             sync_state=state,
         )
-        for name, action, bind, default, last_success, state in rows
+        for _, name, action, bind, default, last_success, state in rows
     ]
 
 
-def _nodes() -> dict[str, list[NodeRecord]]:
-    nodes: dict[str, list[NodeRecord]] = {}
+def _nodes(clusters: Mapping[int, str], *, whole: bool) -> dict[str, list[NodeRecord]]:
+    """The nodes of ``clusters`` (pk -> name), every one of them present (empty: no nodes);
+    ``whole``: they are all the clusters there are (no filter on the read)."""
+    nodes: dict[str, list[NodeRecord]] = {name: [] for name in clusters.values()}
+    if not clusters:
+        return nodes
     rows = Node.objects.values_list(
-        "cluster__name", "name", "labels", "allocatable_parsed", "conditions"
-    ).order_by("cluster__name", "name")
-    for cluster, name, labels, allocatable, conditions in rows.iterator(chunk_size=2000):
-        nodes.setdefault(cluster, []).append(
+        "cluster_id", "name", "labels", "allocatable_parsed", "conditions"
+    ).order_by("cluster_id", "name")
+    if not whole:
+        rows = rows.filter(cluster_id__in=list(clusters))
+    for cluster_id, name, labels, allocatable, conditions in rows.iterator(chunk_size=2000):
+        cluster = clusters.get(cluster_id)
+        if cluster is None:  # a cluster created after the cluster read: not in this snapshot
+            continue
+        nodes[cluster].append(
             NodeRecord(
                 name=name,
                 labels=labels if isinstance(labels, dict) else {},

@@ -242,8 +242,9 @@ SPECTACULAR_SETTINGS = {
 # --- Extender -------------------------------------------------------------------------------
 # kube-scheduler sends whole node objects in full mode: ~13 KB a node, ~64 MB for 5,000.
 EXTENDER_MAX_BODY_BYTES = env_int("EXTENDER_MAX_BODY_BYTES", 128 * 1024 * 1024)
-# How often each process checks the snapshot revision when no notification arrives (seconds).
-EXTENDER_POLL_SECONDS = float(os.environ.get("EXTENDER_POLL_SECONDS", "1.0"))
+# How often each process checks the snapshot revision when no change is announced (seconds): the
+# safety net; commits are announced by a signal file, Redis or PostgreSQL NOTIFY.
+EXTENDER_POLL_SECONDS = float(os.environ.get("EXTENDER_POLL_SECONDS", "5.0"))
 # A snapshot older than this, while the revision cannot be checked, makes /readyz fail.
 EXTENDER_STALE_SECONDS = float(os.environ.get("EXTENDER_STALE_SECONDS", "30"))
 DECISION_LOG_RETENTION_DAYS = env_int("DECISION_LOG_RETENTION_DAYS", 7)

@@ -10,7 +10,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from policies.engine.assignments import AssignmentSpec
@@ -53,6 +53,10 @@ class ClusterSnapshot:
     node_object_facts: dict[tuple[str, str], NodeFacts] = field(default_factory=dict)
     # The inventory's facts (effective labels included), for previews of unsaved policies.
     facts: tuple[NodeFacts, ...] = ()
+    # What the cluster was built from, as revision counters (core.revisions): a later build
+    # whose counters for this cluster are the same reuses this object's compiled parts.
+    # Empty: unknown, never reused.
+    inputs: tuple[int, ...] = ()
 
     @property
     def policies(self) -> tuple[CompiledPolicy, ...]:
@@ -98,11 +102,16 @@ class NodeRecord:
     conditions: Sequence[Mapping[str, Any]] | Mapping[str, str]
 
 
+class MissingClusterSources(ValueError):
+    """A cluster to be reused has no reusable build: its nodes must be read (a full build)."""
+
+
 def build_cluster_snapshot(
     cluster: ClusterSettings,
     nodes: Iterable[NodeRecord],
     policies: Sequence[CompiledPolicy],
     assignments: Sequence[tuple[str | None, AssignmentSpec]],
+    inputs: tuple[int, ...] = (),
 ) -> ClusterSnapshot:
     """Judge every rule of the policies that apply to ``cluster`` over its inventory.
 
@@ -133,6 +142,24 @@ def build_cluster_snapshot(
         evaluator=evaluator,
         host_prefixes=prefixes,
         facts=tuple(facts),
+        inputs=inputs,
+    )
+
+
+def reuse_cluster_snapshot(built: ClusterSnapshot, cluster: ClusterSettings) -> ClusterSnapshot:
+    """``built``'s compiled parts under ``cluster``'s current settings.
+
+    The settings (sync state and time, default, unknown-node action, bind) are read on every
+    build and never judged into the evaluator, so they are taken fresh; the evaluator, the facts
+    and the reply prefixes are shared with ``built``.
+    """
+    return replace(
+        built,
+        unknown_node_action=cluster.unknown_node_action,
+        bind_enabled=cluster.bind_enabled,
+        is_default=cluster.is_default,
+        last_success_at=cluster.last_success_at,
+        sync_state=cluster.sync_state,
     )
 
 
@@ -150,12 +177,30 @@ def build_snapshot_from(
     assignments: Sequence[tuple[str | None, AssignmentSpec]],
     problems: Sequence[str] = (),
     built_at: float | None = None,
+    inputs: Mapping[str, tuple[int, ...]] | None = None,
+    previous: Snapshot | None = None,
 ) -> Snapshot:
-    """Build a Snapshot from plain data, dated ``built_at`` (default: now)."""
-    built = {
-        c.name: build_cluster_snapshot(c, nodes_by_cluster.get(c.name, ()), policies, assignments)
-        for c in clusters
-    }
+    """Build a Snapshot from plain data, dated ``built_at`` (default: now).
+
+    ``inputs`` gives each cluster's revision counters. A cluster missing from
+    ``nodes_by_cluster`` is taken from ``previous`` when it was built from the same non-empty
+    counters (:func:`reuse_cluster_snapshot`); otherwise :class:`MissingClusterSources` is
+    raised. Every other cluster is built from its nodes.
+    """
+    inputs = inputs or {}
+    built: dict[str, ClusterSnapshot] = {}
+    for c in clusters:
+        key = tuple(inputs.get(c.name, ()))
+        nodes = nodes_by_cluster.get(c.name)
+        if nodes is not None:
+            built[c.name] = build_cluster_snapshot(c, nodes, policies, assignments, key)
+            continue
+        earlier = previous.clusters.get(c.name) if previous is not None else None
+        if earlier is None or not key or earlier.inputs != key:
+            raise MissingClusterSources(
+                f"no nodes read for cluster {c.name!r} and no reusable build"
+            )
+        built[c.name] = reuse_cluster_snapshot(earlier, c)
     default = next((c.name for c in clusters if c.is_default), None)
     return Snapshot(
         revision=revision,

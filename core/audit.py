@@ -54,11 +54,13 @@ def record_change(
     after: Any = None,
     note: str = "",
     clusters: Iterable[int] | None = None,
+    policies_only: bool = False,
 ) -> AuditEntry:
     """Audit a write and bump the snapshot revision; inside the writer's transaction.
 
     ``clusters``: the primary keys of the clusters whose decisions the write can change (None:
-    every cluster, the safe default); see core.revisions."""
+    every cluster, the safe default); ``policies_only``: it changed policies and nothing else;
+    see core.revisions."""
     entry = audit_record(
         actor=actor,
         action=action,
@@ -68,5 +70,9 @@ def record_change(
         after=after,
         note=note,
     )
-    bump_snapshot_revision(f"{object_type.replace('_', ' ')} {object_name}", clusters=clusters)
+    bump_snapshot_revision(
+        f"{object_type.replace('_', ' ')} {object_name}",
+        clusters=clusters,
+        policies_only=policies_only,
+    )
     return entry

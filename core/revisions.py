@@ -1,18 +1,22 @@
 """The snapshot revision: bumped by every write that changes what the extender decides.
 
 Writers call :func:`bump_snapshot_revision` inside their transaction, saying which clusters the
-write touches (their primary keys; ``None``, the default, means every cluster). The bump is an
-atomic ``UPDATE ... SET value = value + 1`` of three kinds of counters in the ``Revision`` table:
+write touches (their primary keys; ``None``, the default, means every cluster) and whether it
+changes policies only. The bump is an atomic ``UPDATE ... SET value = value + 1`` of counters in
+the ``Revision`` table:
 
 - ``snapshot``: every write; the one number extender processes compare with their snapshot's;
-- ``snapshot:all``: writes that may change every cluster's decisions (a policy or label
-  assignment for every cluster, a cluster's settings, a writer that did not say);
-- ``snapshot:cluster:<pk>``: writes confined to that cluster (its nodes, its own policies).
+- ``snapshot:all`` / ``snapshot:cluster:<pk>``: a change to what every cluster's / that
+  cluster's nodes are judged as (nodes, label assignments, settings; a writer that did not
+  say what it changed);
+- ``snapshot:policies`` / ``snapshot:policies:<pk>``: a change to the policies of every
+  cluster / of that cluster, nothing else.
 
-A cluster's pair (``snapshot:all``, ``snapshot:cluster:<pk>``) changes exactly when something
-its decisions depend on changed, so a rebuild redoes those clusters and keeps the others'
-compiled objects (``policies.compile.read_sources``). A writer that forgets its scope costs a
-whole rebuild, never a stale cluster.
+A cluster's counters (:class:`policies.engine.snapshot.ClusterInputs`) move exactly when
+something its decisions depend on changed, so a rebuild redoes only those clusters and keeps
+the others' compiled objects; a cluster whose policies alone changed keeps its judged node facts
+and only has its rules judged again (``policies.compile.read_sources``). A writer that forgets
+its scope costs a whole rebuild, never a stale cluster.
 
 Extender processes learn of a commit without polling the database (docs/operations.md,
 "Change notifications"): each commit touches a signal file in ``PORTAL_VAR_DIR`` (processes of
@@ -37,6 +41,8 @@ from core.models import Revision
 SNAPSHOT = "snapshot"
 ALL_CLUSTERS = "snapshot:all"
 CLUSTER_PREFIX = "snapshot:cluster:"
+ALL_POLICIES = "snapshot:policies"
+POLICIES_PREFIX = "snapshot:policies:"
 SIGNAL_FILE_NAME = "snapshot-revision"
 # NOTIFY payloads are limited to 8,000 bytes; the reason is only for people reading it.
 NOTIFY_REASON_LIMIT = 200
@@ -50,30 +56,39 @@ def current_snapshot_revision() -> int:
     return value or 0
 
 
-def cluster_revisions() -> tuple[int, dict[int, int]]:
-    """``snapshot:all`` and each cluster's own counter (cluster pk -> value; absent: 0)."""
-    everything = 0
-    own: dict[int, int] = {}
-    for name, value in Revision.objects.filter(name__startswith="snapshot:").values_list(
-        "name", "value"
-    ):
-        if name == ALL_CLUSTERS:
-            everything = value
-        elif name.startswith(CLUSTER_PREFIX) and name[len(CLUSTER_PREFIX) :].isdigit():
-            own[int(name[len(CLUSTER_PREFIX) :])] = value
-    return everything, own
+def cluster_revisions(cluster_ids: Iterable[int]) -> dict[int, tuple[list[int], list[int]]]:
+    """Each cluster's counters: (its facts counters, its policies counters), both
+    [every cluster's, its own] (absent counters are 0)."""
+    values = dict(
+        Revision.objects.filter(name__startswith="snapshot:").values_list("name", "value")
+    )
+    facts_all, policies_all = values.get(ALL_CLUSTERS, 0), values.get(ALL_POLICIES, 0)
+    return {
+        pk: (
+            [facts_all, values.get(f"{CLUSTER_PREFIX}{pk}", 0)],
+            [policies_all, values.get(f"{POLICIES_PREFIX}{pk}", 0)],
+        )
+        for pk in cluster_ids
+    }
 
 
-def bump_snapshot_revision(reason: str = "", *, clusters: Iterable[int] | None = None) -> None:
+def bump_snapshot_revision(
+    reason: str = "", *, clusters: Iterable[int] | None = None, policies_only: bool = False
+) -> None:
     """Mark the snapshot inputs as changed; must run inside the writer's transaction.
 
     ``clusters``: the primary keys of the clusters the write touches; None (the default) when
-    it may touch every cluster or the writer cannot tell."""
+    it may touch every cluster or the writer cannot tell. ``policies_only``: the write changed
+    policies and nothing else (nodes, label assignments and cluster settings are as they were).
+    """
     names = [SNAPSHOT]
+    every, prefix = (
+        (ALL_POLICIES, POLICIES_PREFIX) if policies_only else (ALL_CLUSTERS, CLUSTER_PREFIX)
+    )
     if clusters is None:
-        names.append(ALL_CLUSTERS)
+        names.append(every)
     else:
-        names += [f"{CLUSTER_PREFIX}{pk}" for pk in sorted(set(clusters))]
+        names += [f"{prefix}{pk}" for pk in sorted(set(clusters))]
     for name in names:  # always in this order, so concurrent writers cannot deadlock
         _increment(name)
     if connection.vendor == "postgresql" and not settings.REDIS_URL:

@@ -3,8 +3,9 @@
 Requests read ``holder.snapshot`` once and use that object to the end, without a lock: the
 attribute is replaced, never mutated, so a request sees either the old snapshot or the new one.
 A rebuild reads and compiles only the clusters whose revision counters moved since the served
-snapshot (core.revisions) and shares the others' compiled objects with it; the result is one
-snapshot at one revision either way. Every build from the database is also kept on local disk
+snapshot (core.revisions), judges only the rules of a cluster whose policies alone moved, and
+shares everything else with the served snapshot; the result is one snapshot at one revision
+either way. Every build from the database is also kept on local disk
 (``extender.persist``), and a process that has no snapshot yet can start from those files
 without the database.
 """
@@ -17,7 +18,7 @@ import threading
 import time
 
 from extender import persist
-from policies.engine.snapshot import MissingClusterSources, Snapshot
+from policies.engine.snapshot import ClusterInputs, MissingClusterSources, Snapshot
 from policies.engine.sources import snapshot_from_sources
 
 logger = logging.getLogger(__name__)
@@ -42,8 +43,10 @@ class SnapshotHolder:
         self.from_disk = False
         # False when the files on disk may lack a cluster: the next load then reads them all.
         self._kept_whole = False
-        # Clusters read and reused by the last load (benchmarks and the log).
-        self.last_rebuilt: tuple[str, ...] = ()
+        # What the last load did with each cluster (benchmarks, tests and the log): its nodes
+        # read and everything built; its rules judged again over the facts it kept; reused.
+        self.last_read: tuple[str, ...] = ()
+        self.last_rejudged: tuple[str, ...] = ()
         self.last_reused: tuple[str, ...] = ()
         self._load_lock = threading.Lock()
 
@@ -73,18 +76,28 @@ class SnapshotHolder:
                 raise
             self.swap(snapshot)
             self.from_disk = False
-            self.last_rebuilt = tuple(sorted(document["nodes"]))
-            self.last_reused = tuple(sorted(set(snapshot.clusters) - set(document["nodes"])))
+            self._note_work(previous, snapshot, set(document["nodes"]))
             self._kept_whole = persist.save(document)
         remember(snapshot)
-        if self.last_reused:
-            logger.debug(
-                "revision %s: rebuilt clusters %s, reused %s",
-                snapshot.revision,
-                ", ".join(self.last_rebuilt) or "none",
-                ", ".join(self.last_reused),
-            )
+        logger.debug(
+            "revision %s: clusters read %s, rules judged again %s, reused %s",
+            snapshot.revision,
+            ", ".join(self.last_read) or "none",
+            ", ".join(self.last_rejudged) or "none",
+            ", ".join(self.last_reused) or "none",
+        )
         return snapshot
+
+    def _note_work(self, previous: Snapshot | None, snapshot: Snapshot, read: set[str]) -> None:
+        earlier = previous.clusters if previous is not None else {}
+        rejudged = {
+            name
+            for name, cluster in snapshot.clusters.items()
+            if name not in read and cluster.evaluator is not earlier[name].evaluator
+        }
+        self.last_read = tuple(sorted(read))
+        self.last_rejudged = tuple(sorted(rejudged))
+        self.last_reused = tuple(sorted(set(snapshot.clusters) - read - rejudged))
 
     def restore(self) -> Snapshot | None:
         """Serve the snapshot kept on disk when nothing is loaded yet; no database access.
@@ -120,11 +133,15 @@ class SnapshotHolder:
         gc.freeze()
 
 
-def _inputs(snapshot: Snapshot | None) -> dict[str, tuple[int, ...]] | None:
+def _inputs(snapshot: Snapshot | None) -> dict[str, ClusterInputs] | None:
     """The revision counters each cluster of ``snapshot`` was built from (None: no snapshot)."""
     if snapshot is None:
         return None
-    return {name: cluster.inputs for name, cluster in snapshot.clusters.items() if cluster.inputs}
+    return {
+        name: cluster.inputs
+        for name, cluster in snapshot.clusters.items()
+        if cluster.inputs is not None
+    }
 
 
 holder = SnapshotHolder()

@@ -2,7 +2,7 @@
 
 After every successful build the process keeps the sources it built from
 (``policies.engine.sources``) in ``EXTENDER_SNAPSHOT_DIR``: each cluster's nodes in a file of
-its own, named by the cluster's revision counters (``nodes-<cluster>-<counters>.json``), and
+its own, named by the cluster's facts counters (``nodes-<cluster>-<counters>.json``), and
 an index, ``snapshot-sources.json``, with everything else and the node file of every cluster.
 A build that reused a cluster writes only the clusters it read and a new index. Every file is
 written to a temporary name, flushed and ``os.replace``d; the index is replaced last and node
@@ -32,9 +32,9 @@ def sources_path() -> Path:
     return Path(settings.EXTENDER_SNAPSHOT_DIR) / FILE_NAME
 
 
-def node_file_name(cluster: str, inputs: list[int] | tuple[int, ...]) -> str:
-    """The file of a cluster's nodes read at ``inputs`` (cluster names are DNS labels)."""
-    return f"{NODES_PREFIX}{cluster}-{'-'.join(str(value) for value in inputs)}.json"
+def node_file_name(cluster: str, facts: list[int] | tuple[int, ...]) -> str:
+    """The file of a cluster's nodes read at its ``facts`` counters (names are DNS labels)."""
+    return f"{NODES_PREFIX}{cluster}-{'-'.join(str(value) for value in facts)}.json"
 
 
 def _is_node_file_name(name: str) -> bool:
@@ -66,7 +66,9 @@ def save(document: dict[str, Any]) -> bool:
     nodes: dict[str, Any] = document.get("nodes", {})
     inputs: dict[str, Any] = document.get("inputs", {})
     files = {
-        cluster["name"]: node_file_name(cluster["name"], inputs.get(cluster["name"], []))
+        cluster["name"]: node_file_name(
+            cluster["name"], inputs.get(cluster["name"], {}).get("facts", [])
+        )
         for cluster in document.get("clusters", [])
     }
     try:

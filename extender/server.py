@@ -16,20 +16,26 @@ from __future__ import annotations
 import logging
 import signal
 import ssl
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
 from waitress.adjustments import Adjustments
 from waitress.server import TcpWSGIServer
-from waitress.task import ThreadedTaskDispatcher
 
 from extender import refresh
-from extender.channel import ExtenderChannel
+from extender.channel import ExtenderChannel, ExtenderDispatcher
 from extender.handler import PREFIX
 from extender.handler import application as extender_application
 from extender.health import wsgi_routes
-from extender.tls import CLIENT_ALLOWED, TlsChannel, TlsSettings, server_context
+from extender.tls import (
+    CLIENT_ALLOWED,
+    ContextReloader,
+    TlsChannel,
+    TlsSettings,
+    server_context,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +84,7 @@ class ExtenderServer(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no 
     tls_context: ssl.SSLContext | None = None  # when serving HTTPS (channel_class: TlsChannel)
     tls_client_names: frozenset[str] = frozenset()
     tls_requires_client = False
+    tls_reloader: ContextReloader | None = None
 
     channel_class = ExtenderChannel
 
@@ -98,6 +105,27 @@ class ExtenderServer(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no 
             conn.close()
             return
         self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
+
+    def maintenance(self, now: float) -> None:
+        # waitress calls this every cleanup_interval from its loop: idle channels closed, and
+        # here also channels whose request (or TLS handshake) is not complete within the read
+        # timeout however steadily it trickles in; TLS files that changed (a renewed
+        # certificate, a new CRL) are loaded for new connections.
+        super().maintenance(now)
+        cutoff = now - self.adj.channel_timeout
+        for channel in list(self.active_channels.values()):
+            started = getattr(channel, "request_started", None)
+            if started is not None and started < cutoff:
+                channel.will_close = True
+        if self.tls_reloader is not None:
+            context = self.tls_reloader.reloaded()
+            if context is not None:
+                self.tls_context = context
+
+    def run(self) -> None:
+        # The dispatcher answers small extender calls on this thread (extender.channel).
+        self.task_dispatcher.io_thread = threading.get_ident()
+        super().run()
 
     def _connections_from(self, host: Any) -> int:
         count = 0
@@ -144,7 +172,7 @@ def create(
         backlog=2048,
         url_scheme="https" if context is not None else "http",
     )
-    dispatcher = ThreadedTaskDispatcher()
+    dispatcher = ExtenderDispatcher()
     dispatcher.set_thread_count(adj.threads)
     (sockinfo,) = adj.listen[:1]
     server = ExtenderServer(
@@ -155,6 +183,7 @@ def create(
         server.tls_context = context
         server.tls_client_names = tls.client_names
         server.tls_requires_client = bool(tls.client_ca_file)
+        server.tls_reloader = ContextReloader(tls)
         server.channel_class = TlsChannel
     return server
 

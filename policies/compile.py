@@ -24,7 +24,7 @@ from django.db import connection, transaction
 from core.revisions import cluster_revisions, current_snapshot_revision
 from inventory.models import Cluster, Node
 from policies.content import label_assignment_content, policy_content
-from policies.engine.snapshot import ClusterSettings, NodeRecord, Snapshot
+from policies.engine.snapshot import ClusterInputs, ClusterSettings, NodeRecord, Snapshot
 from policies.engine.sources import snapshot_from_sources, sources_document
 from policies.models import LabelAssignment, Policy
 
@@ -64,12 +64,13 @@ def build_snapshot() -> Snapshot:
     return snapshot_from_sources(read_sources())
 
 
-def read_sources(*, known: Mapping[str, tuple[int, ...]] | None = None) -> dict[str, Any]:
+def read_sources(*, known: Mapping[str, ClusterInputs] | None = None) -> dict[str, Any]:
     """One consistent read of what a snapshot is built from; raises on database errors.
 
     ``known``: the revision counters (``ClusterSnapshot.inputs``) of the clusters the caller
-    has built already; their nodes are read only when their counters moved. Without it, every
-    cluster's nodes are read. Clusters, policies and label assignments are always read whole.
+    has built already; their nodes are read only when their facts counters moved. Without it,
+    every cluster's nodes are read. Clusters, policies and label assignments are always read
+    whole.
     """
     # Inside a caller's transaction (tests, management commands) its snapshot is what we read.
     own_transaction = not connection.in_atomic_block
@@ -80,10 +81,16 @@ def read_sources(*, known: Mapping[str, tuple[int, ...]] | None = None) -> dict[
         read_at = time.time()
         revision = current_snapshot_revision()
         ids, clusters = _clusters()
-        everything, own = cluster_revisions()
-        inputs = {name: (everything, own.get(pk, 0)) for pk, name in ids.items()}
+        inputs = {
+            ids[pk]: ClusterInputs(tuple(facts), tuple(policies))
+            for pk, (facts, policies) in cluster_revisions(ids).items()
+        }
         known = known or {}
-        stale = {pk: name for pk, name in ids.items() if known.get(name) != inputs[name]}
+        stale = {
+            pk: name
+            for pk, name in ids.items()
+            if (seen := known.get(name)) is None or seen.facts != inputs[name].facts
+        }
         nodes = _nodes(stale, whole=len(stale) == len(ids))
         policies = _policies()
         assignments = _assignments()

@@ -150,6 +150,7 @@ def policy_create(*, actor: Any, data: Any, note: str = "", force: bool = False)
         after=content,
         note=note,
         clusters=_clusters_touched(policy.cluster_id),
+        policies_only=True,
     )
     return policy
 
@@ -201,6 +202,7 @@ def policy_update(
         after=content,
         note=note,
         clusters=_clusters_touched(cluster_before, locked.cluster_id),
+        policies_only=True,
     )
     return locked
 
@@ -288,6 +290,7 @@ def policy_delete(
         object_name=before["name"],
         before=before,
         clusters=_clusters_touched(cluster_before),
+        policies_only=True,
     )
 
 

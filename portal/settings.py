@@ -267,11 +267,13 @@ EXTENDER_MAX_CONNECTIONS_PER_CLIENT = env_int("EXTENDER_MAX_CONNECTIONS_PER_CLIE
 INVENTORY_MAX_REMOVAL_SHARE = float(os.environ.get("INVENTORY_MAX_REMOVAL_SHARE", "0.5"))
 # HTTPS for the extender's own server: its certificate and key, and the CA that signs the
 # client certificates it then requires (kube-scheduler's tlsConfig certFile/keyFile),
-# optionally narrowed to certificates with one of these comma-separated common or DNS names.
+# optionally narrowed to certificates with one of these comma-separated common or DNS names,
+# and checked against that CA's revocation list (PEM). Changed files are read again.
 EXTENDER_TLS_CERT_FILE = os.environ.get("EXTENDER_TLS_CERT_FILE", "").strip()
 EXTENDER_TLS_KEY_FILE = os.environ.get("EXTENDER_TLS_KEY_FILE", "").strip()
 EXTENDER_TLS_CLIENT_CA_FILE = os.environ.get("EXTENDER_TLS_CLIENT_CA_FILE", "").strip()
 EXTENDER_TLS_CLIENT_NAMES = os.environ.get("EXTENDER_TLS_CLIENT_NAMES", "").strip()
+EXTENDER_TLS_CRL_FILE = os.environ.get("EXTENDER_TLS_CRL_FILE", "").strip()
 # Who may call the extender (comma-separated CIDRs; empty: anyone who reaches the port) and
 # who may call its bind verb (empty: the same list). docs/threat-model.md.
 EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")

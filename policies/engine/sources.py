@@ -9,9 +9,10 @@ The document holds stored content, not compiled objects: compiling is determinis
 file written by one release is rebuilt by the next with that release's engine.
 
 A document may hold the nodes of only some clusters: ``inputs`` gives each cluster's revision
-counters (core.revisions), and a cluster whose nodes were not read is reused from the previous
-snapshot, which must have been built from the same counters. Policies and label assignments
-are always whole (they are few, and small to read and compile).
+counters (core.revisions; ``{"facts": [...], "policies": [...]}``), and a cluster whose nodes
+were not read is reused from the previous snapshot, whose node facts must have been judged at
+the same ``facts`` counters. Policies and label assignments are always whole (they are few,
+and small to read and compile).
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from typing import Any
 from policies.engine.assignments import AssignmentSpec, node_selector_from_dict
 from policies.engine.errors import EngineValidationError
 from policies.engine.policy import CompiledPolicy, compile_policy
-from policies.engine.snapshot import ClusterSettings, NodeRecord, Snapshot, build_snapshot_from
+from policies.engine.snapshot import (
+    ClusterInputs,
+    ClusterSettings,
+    NodeRecord,
+    Snapshot,
+    build_snapshot_from,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +47,7 @@ def sources_document(
     nodes: Mapping[str, list[NodeRecord]],
     policies: list[tuple[dict[str, Any], int]],
     assignments: list[tuple[str | None, dict[str, Any]]],
-    inputs: Mapping[str, tuple[int, ...]] | None = None,
+    inputs: Mapping[str, ClusterInputs] | None = None,
 ) -> dict[str, Any]:
     """The document for one consistent read (``policies``: (content, version) pairs;
     ``nodes``: every cluster whose nodes were read, an empty list for one without nodes;
@@ -50,7 +57,10 @@ def sources_document(
         "revision": revision,
         "read_at": read_at,
         "clusters": [asdict(cluster) for cluster in clusters],
-        "inputs": {name: list(key) for name, key in (inputs or {}).items()},
+        "inputs": {
+            name: {"facts": list(key.facts), "policies": list(key.policies)}
+            for name, key in (inputs or {}).items()
+        },
         "nodes": {
             cluster: [
                 [node.name, dict(node.labels), dict(node.allocatable), node.conditions]
@@ -105,7 +115,10 @@ def snapshot_from_sources(
         assignments=assignments,
         problems=problems,
         built_at=built_at,
-        inputs={name: tuple(key) for name, key in document.get("inputs", {}).items()},
+        inputs={
+            name: ClusterInputs(tuple(key["facts"]), tuple(key["policies"]))
+            for name, key in document.get("inputs", {}).items()
+        },
         previous=previous,
     )
 

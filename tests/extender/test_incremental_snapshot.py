@@ -1,9 +1,11 @@
 """A rebuild redoes only the clusters a change touches, and is the snapshot a whole build makes.
 
-Every write names the clusters it can change (core.revisions); the holder re-reads and
-recompiles those and shares the others' compiled objects with the snapshot it served. Each test
-checks both what was reused (object identity) and that the result decides exactly like a
-snapshot built from scratch at the same revision.
+Every write names the clusters it can change and whether it changed policies only
+(core.revisions); the holder re-reads and rebuilds the clusters whose nodes are judged
+differently, judges again only the rules of those whose policies alone changed, and shares
+everything else with the snapshot it served. Each test checks both what was reused (object
+identity) and that the result decides exactly like a snapshot built from scratch at the same
+revision.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ def stored() -> None:
 def holder(stored: None) -> SnapshotHolder:
     holder = SnapshotHolder()
     holder.load()
-    assert holder.last_rebuilt == ("alpha", "beta", "gamma")  # the first load reads them all
+    assert holder.last_read == ("alpha", "beta", "gamma")  # the first load reads them all
     return holder
 
 
@@ -130,9 +132,12 @@ def test_a_change_to_one_clusters_policy_rebuilds_that_cluster_only(
     )
     before, after = reload_and_compare(holder)
 
-    assert holder.last_rebuilt == ("alpha",)
+    # alpha's rules are judged again over the node facts it had; no node is read.
+    assert holder.last_read == ()
+    assert holder.last_rejudged == ("alpha",)
     assert holder.last_reused == ("beta", "gamma")
     assert not reused(before, after, "alpha")
+    assert after.clusters["alpha"].facts is before.clusters["alpha"].facts
     assert reused(before, after, "beta")
     assert reused(before, after, "gamma")
     # The reused clusters share their compiled policies and facts too.
@@ -150,8 +155,8 @@ def test_a_policy_for_every_cluster_rebuilds_them_all(holder: SnapshotHolder) ->
     policy_create(actor=None, data=gpu_only("everywhere", None, mode="dry-run"))
     before, after = reload_and_compare(holder)
 
-    assert holder.last_rebuilt == ("alpha", "beta", "gamma")
-    assert holder.last_reused == ()
+    assert holder.last_read == ()
+    assert holder.last_rejudged == ("alpha", "beta", "gamma")
     assert not any(reused(before, after, name) for name in ("alpha", "beta", "gamma"))
     assert all("everywhere" in [p.name for p in c.policies] for c in after.clusters.values())
 
@@ -161,7 +166,7 @@ def test_a_policy_moved_between_clusters_rebuilds_both(holder: SnapshotHolder) -
     policy_update(actor=None, policy=policy, data=gpu_only("alpha-gpu", "gamma"))
     before, after = reload_and_compare(holder)
 
-    assert holder.last_rebuilt == ("alpha", "gamma")
+    assert holder.last_rejudged == ("alpha", "gamma")
     assert reused(before, after, "beta")
     assert [p.name for p in after.clusters["alpha"].policies] == []
     assert sorted(p.name for p in after.clusters["gamma"].policies) == ["alpha-gpu", "gamma-gpu"]
@@ -171,7 +176,7 @@ def test_deleting_a_policy_rebuilds_its_cluster(holder: SnapshotHolder) -> None:
     policy_delete(actor=None, policy=Policy.objects.get(name="beta-gpu"))
     _, after = reload_and_compare(holder)
 
-    assert holder.last_rebuilt == ("beta",)
+    assert holder.last_rejudged == ("beta",)
     assert after.clusters["beta"].policies == ()
 
 
@@ -180,7 +185,8 @@ def test_a_node_sync_rebuilds_that_cluster_only(holder: SnapshotHolder) -> None:
     load_nodes(gamma, [*nodes("gamma"), node_object("gamma-gpu-new", {"gpu": "a100"})])
     before, after = reload_and_compare(holder)
 
-    assert holder.last_rebuilt == ("gamma",)
+    assert holder.last_read == ("gamma",)
+    assert holder.last_rejudged == ()
     assert reused(before, after, "alpha")
     assert reused(before, after, "beta")
     assert "gamma-gpu-new" in after.clusters["gamma"].evaluator.nodes.names
@@ -202,7 +208,7 @@ def test_a_label_assignment_change_rebuilds_its_cluster(holder: SnapshotHolder) 
     )
     _, after = reload_and_compare(holder)
 
-    assert holder.last_rebuilt == ("beta",)
+    assert holder.last_read == ("beta",)
     labels = {f.name: f.labels for f in after.clusters["beta"].facts}
     assert labels["beta-gpu-0"]["tier"] == "c"
 
@@ -212,12 +218,12 @@ def test_cluster_settings_and_unscoped_writes_rebuild_everything(holder: Snapsho
         actor=None, cluster=Cluster.objects.get(name="beta"), data={"bind_enabled": True}
     )
     _, after = reload_and_compare(holder)
-    assert holder.last_rebuilt == ("alpha", "beta", "gamma")
+    assert holder.last_read == ("alpha", "beta", "gamma")
     assert after.clusters["beta"].bind_enabled
 
     bump_snapshot_revision("a writer that does not say what it touched")
     reload_and_compare(holder)
-    assert holder.last_rebuilt == ("alpha", "beta", "gamma")
+    assert holder.last_read == ("alpha", "beta", "gamma")
 
 
 def test_a_reused_cluster_takes_its_current_settings(holder: SnapshotHolder) -> None:
@@ -237,8 +243,10 @@ def test_a_reused_cluster_takes_its_current_settings(holder: SnapshotHolder) -> 
 
 def test_only_the_touched_clusters_nodes_are_read(holder: SnapshotHolder) -> None:
     assert holder.snapshot is not None
-    known = {name: c.inputs for name, c in holder.snapshot.clusters.items()}
+    known = {name: c.inputs for name, c in holder.snapshot.clusters.items() if c.inputs}
     assert read_sources(known=known)["nodes"] == {}  # nothing moved: no node read
+    policy_create(actor=None, data=gpu_only("alpha-extra", "alpha"))
+    assert read_sources(known=known)["nodes"] == {}  # a policy: no node read either
 
     load_nodes(Cluster.objects.get(name="beta"), nodes("beta")[:3])
     document = read_sources(known=known)
@@ -267,27 +275,31 @@ def test_a_restarted_process_restores_the_incremental_snapshot_from_disk(
     # One node file per cluster, at the counters each was last read with.
     files = sorted(p.name for p in persist.sources_path().parent.glob("nodes-*.json"))
     expected = sorted(
-        persist.node_file_name(name, cluster.inputs)
+        persist.node_file_name(name, cluster.inputs.facts)
         for name, cluster in holder.snapshot.clusters.items()
+        if cluster.inputs is not None
     )
     assert files == expected
 
     # The restored process rebuilds incrementally from what it restored.
     policy_create(actor=None, data=gpu_only("gamma-extra", "gamma"))
     restarted.load()
-    assert restarted.last_rebuilt == ("gamma",)
+    assert restarted.last_rejudged == ("gamma",)
+    load_nodes(Cluster.objects.get(name="alpha"), nodes("alpha")[:2])
+    restarted.load()
+    assert restarted.last_read == ("alpha",)
 
 
 def test_a_missing_node_file_makes_the_next_load_read_everything(holder: SnapshotHolder) -> None:
     assert holder.snapshot is not None
-    beta = persist.node_file_name("beta", holder.snapshot.clusters["beta"].inputs)
-    (persist.sources_path().parent / beta).unlink()
+    directory = persist.sources_path().parent
+    beta = holder.snapshot.clusters["beta"].inputs
+    assert beta is not None
+    (directory / persist.node_file_name("beta", beta.facts)).unlink()
     policy_create(actor=None, data=gpu_only("alpha-extra", "alpha"))
     holder.load()  # reuses beta in memory, but cannot keep it on disk
-    assert holder.last_rebuilt == ("alpha",)
+    assert holder.last_read == ()
     policy_create(actor=None, data=gpu_only("alpha-more", "alpha"))
     holder.load()
-    assert holder.last_rebuilt == ("alpha", "beta", "gamma")
-    assert (persist.sources_path().parent / persist.node_file_name(
-        "beta", holder.snapshot.clusters["beta"].inputs
-    )).exists()  # fmt: skip
+    assert holder.last_read == ("alpha", "beta", "gamma")
+    assert (directory / persist.node_file_name("beta", beta.facts)).exists()

@@ -81,5 +81,6 @@ def test_the_file_is_replaced_whole(settings: Any) -> None:
     # files, no node file of an earlier read).
     assert holder.snapshot is not None
     inputs = holder.snapshot.clusters["c"].inputs
+    assert inputs is not None
     leftovers = sorted(p.name for p in persist.sources_path().parent.iterdir())
-    assert leftovers == sorted([persist.FILE_NAME, persist.node_file_name("c", inputs)])
+    assert leftovers == sorted([persist.FILE_NAME, persist.node_file_name("c", inputs.facts)])

@@ -16,18 +16,15 @@ import ssl
 import statistics
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
 import pytest
 
-from extender import server
-from extender.channel import ExtenderChannel
-from extender.server import ExtenderServer
+from extender.channel import INLINE_MAX_BODY_BYTES, ExtenderChannel
 from extender.tls import TlsSettings
 from tests.extender.extender_support import extender, reload  # noqa: F401
+from tests.extender.server_support import serving
 from tests.factories import load_nodes, make_cluster, make_policy, node_object
 from tests.support.pki import make_pki
 
@@ -55,30 +52,6 @@ def snapshot(extender: None) -> None:  # noqa: F811
         weight_rules=[{"kind": "label", "key": "gpu", "operator": "Exists", "weight": 5}],
     )
     reload()
-
-
-@contextmanager
-def serving(tls: TlsSettings | None = None) -> Iterator[ExtenderServer]:
-    """The extender server on a free port, run by a thread of this process."""
-    instance = server.create(
-        host="127.0.0.1",
-        port=0,
-        threads=2,
-        read_timeout=5,
-        max_connections=50,
-        per_client=0,
-        max_body_bytes=1 << 20,
-        tls=tls,
-    )
-    thread = threading.Thread(target=instance.run, daemon=True)
-    thread.start()
-    try:
-        yield instance
-    finally:
-        instance.task_dispatcher.shutdown()
-        for channel in list(instance._map.values()):
-            channel.close()
-        thread.join(5)
 
 
 def pair_durations(connection: http.client.HTTPConnection) -> list[float]:
@@ -152,8 +125,8 @@ def test_accepted_sockets_have_nagle_off_and_an_answer_is_one_write(
     original_send = ExtenderChannel.send
 
     def counting_send(self: ExtenderChannel, data: bytes, do_close: bool = True) -> int:
+        sends.append(len(data))  # before sending: the client may read the answer at once
         sent: int = original_send(self, data, do_close)
-        sends.append(sent)
         return sent
 
     monkeypatch.setattr(ExtenderChannel, "send", counting_send)
@@ -180,3 +153,68 @@ def test_accepted_sockets_have_nagle_off_and_an_answer_is_one_write(
             assert served[0].socket.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
         finally:
             connection.close()
+
+
+@pytest.mark.usefixtures("snapshot")
+def test_small_calls_are_answered_on_the_io_thread_and_the_rest_by_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    threads: dict[str, str] = {}
+    original_service = ExtenderChannel.service
+
+    def noting_service(self: ExtenderChannel) -> None:
+        threads[self.requests[0].path] = threading.current_thread().name
+        original_service(self)
+
+    monkeypatch.setattr(ExtenderChannel, "service", noting_service)
+    with serving() as instance:
+        connection = http.client.HTTPConnection("127.0.0.1", instance.effective_port, timeout=5)
+        try:
+            connection.request("POST", "/extender/keepalive/filter", BODY)
+            assert connection.getresponse().read()
+            connection.request("GET", "/healthz")
+            assert connection.getresponse().read()
+            large = orjson.dumps({"Pod": POD, "NodeNames": NAMES * 2000})
+            assert len(large) > INLINE_MAX_BODY_BYTES
+            connection.request("POST", "/extender/keepalive/prioritize", large)
+            assert connection.getresponse().read()
+        finally:
+            connection.close()
+    io_thread = threads["/extender/keepalive/filter"]
+    assert "waitress" not in io_thread  # the thread running the server's loop
+    assert "waitress" in threads["/healthz"]
+    assert "waitress" in threads["/extender/keepalive/prioritize"]
+
+
+@pytest.mark.usefixtures("snapshot")
+def test_a_client_that_pipelines_and_never_reads_does_not_stall_the_server() -> None:
+    """Its answers pile up unsent and waitress stops reading from it; everyone else is
+    answered (the I/O thread never waits for a connection's output to drain)."""
+    unknown = [f"unknown-node-{i:05d}" for i in range(6000)]  # each rejected with a reason
+    request = b"POST /extender/keepalive/filter HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+    body = orjson.dumps({"Pod": POD, "NodeNames": unknown})
+    with serving() as instance:
+        greedy = socket.create_connection(("127.0.0.1", instance.effective_port), timeout=5)
+        greedy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        try:
+            greedy.settimeout(0.5)
+            sent = 0
+            try:
+                for _ in range(80):  # ~40 MB of answers, past waitress's 16 MB watermark
+                    greedy.sendall(request % (len(body), body))
+                    sent += 1
+            except TimeoutError:
+                pass  # the server stopped reading from it: its buffers are full
+            assert sent > 1
+            time.sleep(0.5)
+            other = http.client.HTTPConnection("127.0.0.1", instance.effective_port, timeout=5)
+            try:
+                for _ in range(5):
+                    other.request("POST", "/extender/keepalive/filter", BODY)
+                    response = other.getresponse()
+                    assert response.status == 200
+                    response.read()
+            finally:
+                other.close()
+        finally:
+            greedy.close()

@@ -1,4 +1,4 @@
-"""waitress's connection, task and dispatcher, tuned for kube-scheduler's calls.
+"""waitress's connection and task, tuned for kube-scheduler's calls.
 
 kube-scheduler calls filter, then prioritize, for every pod, back to back on one keep-alive
 connection. waitress writes a response's header and its body with two ``send`` calls; with
@@ -12,29 +12,19 @@ enough on its own, both kept because each also saves work:
 - :class:`ExtenderTask` writes the header together with the first body chunk, so a response
   the application returns in one piece (every extender answer) leaves in one ``send``.
 
-And :class:`ExtenderDispatcher` answers small extender calls on the I/O thread itself. waitress
-hands every request to a worker thread and wakes its I/O loop again when the answer is sent:
-two thread switches and a pipe write per call, more than the extender's own work for a
-names-mode call. The work is CPU-bound, so under the GIL another thread would not run it any
-sooner; a call whose body is at most ``INLINE_MAX_BODY_BYTES`` (names mode: ~45 bytes a node)
-runs where it was read. Everything else — full-mode bodies, probes, ``/metrics``, chunked or
-malformed requests — still goes to the worker threads, and requests are still read whole by
-the I/O loop first, so a slow client holds a connection, never a thread or the loop.
+Requests are still handed to waitress's worker threads. Answering small calls on the I/O thread
+itself was tried and measured: one call back to back got ~0.08 ms faster, but with calls on
+several connections and a CPU-bound thread in the process (the decision-log writer, a snapshot
+rebuild) the I/O thread lost the GIL at every poll and the tail grew tenfold (200 calls/s: p99
+84 ms against 12 ms threaded; docs/adr/0007-extender-server-stays-waitress.md).
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import deque
-from typing import Any
 
 from waitress.channel import HTTPChannel
-from waitress.task import ThreadedTaskDispatcher, WSGITask
-
-# Largest extender request body answered on the I/O thread: 5,000 node names are ~220 KB.
-INLINE_MAX_BODY_BYTES = 1 << 20
-INLINE_PATH_PREFIX = "/extender/"
+from waitress.task import WSGITask
 
 
 class ExtenderTask(WSGITask):  # type: ignore[misc]  # waitress ships no type hints
@@ -68,10 +58,9 @@ class ExtenderTask(WSGITask):  # type: ignore[misc]  # waitress ships no type hi
 
 
 class ExtenderChannel(HTTPChannel):  # type: ignore[misc]  # waitress ships no type hints
-    """waitress's HTTP channel running :class:`ExtenderTask`; after each read, the calls it
-    completed that :class:`ExtenderDispatcher` kept for the I/O thread are answered.
+    """waitress's HTTP channel running :class:`ExtenderTask`.
 
-    It also notes when the request it is reading began: waitress only closes connections idle
+    It notes when the request it is reading began: waitress only closes connections idle
     for ``channel_timeout``, so a client sending a byte a second would never be cut off; the
     server closes a connection whose request is not complete ``channel_timeout`` after it
     began (``extender.server.ExtenderServer.maintenance``).
@@ -88,55 +77,3 @@ class ExtenderChannel(HTTPChannel):  # type: ignore[misc]  # waitress ships no t
         elif self.request_started is None:
             self.request_started = time.time()
         return result
-
-    def handle_read(self) -> None:
-        try:
-            self.read_input()
-        finally:
-            # Outside waitress's request lock, which received() holds while it queues a call.
-            self.server.task_dispatcher.run_inline()
-
-    def read_input(self) -> None:
-        """Read what the socket has and parse it into requests (waitress's own reading)."""
-        super().handle_read()
-
-
-class ExtenderDispatcher(ThreadedTaskDispatcher):  # type: ignore[misc]  # no type hints
-    """waitress's worker threads, except for small extender calls read by the I/O thread,
-    which that thread answers itself (module docstring)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.io_thread: int | None = None  # set by the server when its loop starts
-        self.inline: deque[Any] = deque()
-
-    def add_task(self, channel: Any) -> None:
-        if threading.get_ident() == self.io_thread and _answer_inline(channel):
-            self.inline.append(channel)
-        else:
-            super().add_task(channel)
-
-    def run_inline(self) -> None:
-        """Answer the calls kept for the I/O thread (it calls this after every read)."""
-        while self.inline:
-            self.inline.popleft().service()
-
-
-def _answer_inline(channel: Any) -> bool:
-    """A small, well-formed extender call, alone on a connection with nothing left to send.
-
-    Nothing unsent: waitress makes a task wait for the I/O thread when a client lets more than
-    ``outbuf_high_watermark`` bytes of answers pile up (it pipelines and does not read), and
-    the I/O thread must never wait for itself; such a connection is served by the workers.
-    """
-    requests = getattr(channel, "requests", None)
-    if not requests or len(requests) != 1 or channel.total_outbufs_len:
-        return False
-    request = requests[0]
-    return (
-        request.error is None
-        and request.command == "POST"
-        and not request.chunked
-        and request.content_length <= INLINE_MAX_BODY_BYTES
-        and request.path.startswith(INLINE_PATH_PREFIX)
-    )

@@ -3,11 +3,13 @@
 ``manage.py serve_extender`` runs this. It serves ``/extender/...``, ``/healthz``, ``/readyz``
 and ``/metrics`` and nothing else, so admin and API requests (and a database that stalls them)
 can never occupy the threads kube-scheduler's calls need. The server is waitress: its I/O loop
-reads every request completely before a worker thread sees it, so a client that sends one byte
-a minute holds a connection, not a thread; a request not complete within
-``EXTENDER_READ_TIMEOUT_SECONDS`` is dropped, and connections are bounded in all and per client
-address. Why this and not gunicorn: docs/adr/0005-extender-server.md. With
-``EXTENDER_TLS_CERT_FILE`` it serves HTTPS, optionally requiring client certificates
+reads every request completely before anything runs it, so a client that sends one byte a
+minute holds a connection, not a thread; a request (or TLS handshake) not complete within
+``EXTENDER_READ_TIMEOUT_SECONDS`` of its first byte is dropped, however steadily it trickles,
+and connections are bounded in all and per client address. Answers leave at once on keep-alive
+connections (``TCP_NODELAY``, one write each: extender.channel). Why this and not gunicorn:
+docs/adr/0005-extender-server.md; not granian: docs/adr/0007-extender-server-stays-waitress.md.
+With ``EXTENDER_TLS_CERT_FILE`` it serves HTTPS, optionally requiring client certificates
 (extender.tls).
 """
 
@@ -16,16 +18,16 @@ from __future__ import annotations
 import logging
 import signal
 import ssl
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
 from waitress.adjustments import Adjustments
 from waitress.server import TcpWSGIServer
+from waitress.task import ThreadedTaskDispatcher
 
 from extender import refresh
-from extender.channel import ExtenderChannel, ExtenderDispatcher
+from extender.channel import ExtenderChannel
 from extender.handler import PREFIX
 from extender.handler import application as extender_application
 from extender.health import wsgi_routes
@@ -122,11 +124,6 @@ class ExtenderServer(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no 
             if context is not None:
                 self.tls_context = context
 
-    def run(self) -> None:
-        # The dispatcher answers small extender calls on this thread (extender.channel).
-        self.task_dispatcher.io_thread = threading.get_ident()
-        super().run()
-
     def _connections_from(self, host: Any) -> int:
         count = 0
         for channel in list(self._map.values()):
@@ -172,7 +169,7 @@ def create(
         backlog=2048,
         url_scheme="https" if context is not None else "http",
     )
-    dispatcher = ExtenderDispatcher()
+    dispatcher = ThreadedTaskDispatcher()
     dispatcher.set_thread_count(adj.threads)
     (sockinfo,) = adj.listen[:1]
     server = ExtenderServer(

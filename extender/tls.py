@@ -192,7 +192,7 @@ class TlsChannel(ExtenderChannel):
 
     # -- events --------------------------------------------------------------------------------
 
-    def read_input(self) -> None:
+    def handle_read(self) -> None:
         if not self._handshake_done:
             self._handshake()
             return

@@ -14,14 +14,13 @@ import http.client
 import socket
 import ssl
 import statistics
-import threading
 import time
 from pathlib import Path
 
 import orjson
 import pytest
 
-from extender.channel import INLINE_MAX_BODY_BYTES, ExtenderChannel
+from extender.channel import ExtenderChannel
 from extender.tls import TlsSettings
 from tests.extender.extender_support import extender, reload  # noqa: F401
 from tests.extender.server_support import serving
@@ -156,40 +155,9 @@ def test_accepted_sockets_have_nagle_off_and_an_answer_is_one_write(
 
 
 @pytest.mark.usefixtures("snapshot")
-def test_small_calls_are_answered_on_the_io_thread_and_the_rest_by_workers(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    threads: dict[str, str] = {}
-    original_service = ExtenderChannel.service
-
-    def noting_service(self: ExtenderChannel) -> None:
-        threads[self.requests[0].path] = threading.current_thread().name
-        original_service(self)
-
-    monkeypatch.setattr(ExtenderChannel, "service", noting_service)
-    with serving() as instance:
-        connection = http.client.HTTPConnection("127.0.0.1", instance.effective_port, timeout=5)
-        try:
-            connection.request("POST", "/extender/keepalive/filter", BODY)
-            assert connection.getresponse().read()
-            connection.request("GET", "/healthz")
-            assert connection.getresponse().read()
-            large = orjson.dumps({"Pod": POD, "NodeNames": NAMES * 2000})
-            assert len(large) > INLINE_MAX_BODY_BYTES
-            connection.request("POST", "/extender/keepalive/prioritize", large)
-            assert connection.getresponse().read()
-        finally:
-            connection.close()
-    io_thread = threads["/extender/keepalive/filter"]
-    assert "waitress" not in io_thread  # the thread running the server's loop
-    assert "waitress" in threads["/healthz"]
-    assert "waitress" in threads["/extender/keepalive/prioritize"]
-
-
-@pytest.mark.usefixtures("snapshot")
 def test_a_client_that_pipelines_and_never_reads_does_not_stall_the_server() -> None:
     """Its answers pile up unsent and waitress stops reading from it; everyone else is
-    answered (the I/O thread never waits for a connection's output to drain)."""
+    answered."""
     unknown = [f"unknown-node-{i:05d}" for i in range(6000)]  # each rejected with a reason
     request = b"POST /extender/keepalive/filter HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
     body = orjson.dumps({"Pod": POD, "NodeNames": unknown})

@@ -265,8 +265,9 @@ def bench_serve(rows: list[str], env: dict[str, str], names_body: Callable[[int]
             "(the server the generated KubeSchedulerConfiguration names), decision log on; *no "
             "decision log*: the same with `DECISION_LOG_ENABLED=false`; *minimal*: the minimal "
             "extender (`bench/reference_wsgi.py`: answers compiled in, one dict lookup per node, "
-            "a bare asyncio HTTP/1.1 server). Targets: p50 <= 1.2x, p99 <= 1.5x the minimal "
-            "extender.",
+            "a bare asyncio HTTP/1.1 server, one thread). Most of the gap to it is waitress "
+            "handing each call from its I/O thread to a worker thread and back "
+            "(docs/adr/0007-extender-server-stays-waitress.md).",
             "",
             "| names per call | serve_extender p50 | p99 | no decision log p50 | p99 "
             "| minimal p50 | p99 | ratio p50 | ratio p99 | no log: ratio p50 | ratio p99 "

@@ -5,10 +5,14 @@ After every successful build the process keeps the sources it built from
 its own, named by the cluster's facts counters (``nodes-<cluster>-<counters>.json``), and
 an index, ``snapshot-sources.json``, with everything else and the node file of every cluster.
 A build that reused a cluster writes only the clusters it read and a new index. Every file is
-written to a temporary name, flushed and ``os.replace``d; the index is replaced last and node
-files it no longer names are removed after, so a reader finds the old index with its files or
-the new one with its files, never half of either. A process that starts while the database is
-unreachable rebuilds its snapshot from these files (docs/adr/0005-extender-server.md).
+written to a temporary name, flushed and ``os.replace``d, and the index is replaced last, so a
+reader finds a whole index whose files are there. Several processes may share the directory
+(``make run``: the extender and the web's workers), each replacing the index with its own: a
+node file no index of this process names is removed only once it is
+``KEEP_UNREFERENCED_SECONDS`` old, so another process's index still finds the files it names
+(its counters name the same contents: they are the same database rows). A process that starts
+while the database is unreachable rebuilds its snapshot from these files
+(docs/adr/0005-extender-server.md).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 FILE_NAME = "snapshot-sources.json"
 NODES_PREFIX = "nodes-"
+# How long a node file no longer named by this process's index is kept for the others.
+KEEP_UNREFERENCED_SECONDS = 120.0
 
 
 def sources_path() -> Path:
@@ -90,9 +97,13 @@ def save(document: dict[str, Any]) -> bool:
         logger.warning("could not keep the snapshot on disk at %s: %s", directory, exc)
         return False
     kept = set(files.values())
+    cutoff = time.time() - KEEP_UNREFERENCED_SECONDS
     for stale in directory.glob(f"{NODES_PREFIX}*.json"):
-        if stale.name not in kept:
-            stale.unlink(missing_ok=True)
+        try:
+            if stale.name not in kept and stale.stat().st_mtime < cutoff:
+                stale.unlink(missing_ok=True)
+        except OSError:  # another process removed it first
+            continue
     return True
 
 

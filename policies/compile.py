@@ -14,6 +14,7 @@ processes keep on disk for restarts while the database is unreachable.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Mapping
@@ -24,10 +25,17 @@ from django.db import connection, transaction
 from core.revisions import cluster_revisions, current_snapshot_revision
 from inventory.models import Cluster, Node
 from policies.content import label_assignment_content, policy_content
-from policies.engine.snapshot import ClusterInputs, ClusterSettings, NodeRecord, Snapshot
+from policies.engine.snapshot import (
+    ClusterInputs,
+    ClusterSettings,
+    MissingClusterSources,
+    NodeRecord,
+    Snapshot,
+)
 from policies.engine.sources import snapshot_from_sources, sources_document
 from policies.models import LabelAssignment, Policy
 
+logger = logging.getLogger(__name__)
 _latest: Snapshot | None = None
 _latest_lock = threading.Lock()
 
@@ -42,7 +50,7 @@ def current_snapshot() -> Snapshot:
     with _latest_lock:
         latest = _latest
         if latest is None or latest.revision != revision:
-            latest = build_snapshot()
+            latest = build_snapshot(previous=latest)
             remember(latest)
         return latest
 
@@ -59,8 +67,21 @@ def forget() -> None:
     _latest = None
 
 
-def build_snapshot() -> Snapshot:
-    """Read the configuration and inventory and build a Snapshot; raises on database errors."""
+def build_snapshot(previous: Snapshot | None = None) -> Snapshot:
+    """Read the configuration and inventory and build a Snapshot; raises on database errors.
+
+    With ``previous``, only the clusters whose revision counters moved since it was built are
+    read and compiled again (``read_sources``); the others are shared with it."""
+    if previous is not None:
+        known = {
+            name: cluster.inputs
+            for name, cluster in previous.clusters.items()
+            if cluster.inputs is not None
+        }
+        try:
+            return snapshot_from_sources(read_sources(known=known), previous=previous)
+        except MissingClusterSources:
+            logger.exception("incremental snapshot build failed; building every cluster")
     return snapshot_from_sources(read_sources())
 
 

@@ -1,27 +1,26 @@
 """Extender benchmark (``make bench``): ratios to floors measured in the same run.
 
 1. Names mode in-process: the extender's WSGI handler vs the floor (orjson loads of the same
-   request + dumps of an equal-sized reply), N = 100, 1,000, 5,000 of a 5,000-node cluster.
-2. HTTP on loopback through gunicorn started as ``make run`` starts it, one client connection
-   reused: the portal vs a raw WSGI app doing one dict lookup per node (``bench.reference_wsgi``).
-3. Full mode in-process, N = 100 and 500 realistic ~13 KB nodes, vs the orjson floor.
-4. Snapshot build time for 5,000 nodes and 100 policies, and retained memory per node.
+   request + dumps of an equal-sized reply), N = 100, 1,000, 5,000 of a 5,000-node cluster;
+   full mode in-process, N = 100 and 500 realistic ~13 KB nodes, vs the orjson floor.
+2. ``serve``: HTTP on loopback to ``manage.py serve_extender``, the server kube-scheduler is
+   configured to call, keep-alive, back to back and open loop, vs the minimal extender
+   (``bench.extender_http``).
+3. Snapshot build time for 5,000 nodes and 100 policies, and retained memory per node.
+4. ``rebuild``: 15 clusters and 170 policies; a whole rebuild vs one that redoes only the
+   clusters a change touches, and how soon a change is served (``bench.extender_rebuild``).
 
 Runs on a throwaway SQLite database, so it needs no server. Prints a table and writes
-``bench/results/extender.md``; ``--only in-process,http`` runs some parts (printed, not written).
+``bench/results/extender.md``; ``--only serve,rebuild`` runs some parts (printed, not written).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import http.client
 import io
 import os
 import platform
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,6 @@ RESULTS = ROOT / "bench" / "results" / "extender.md"
 NODES = 5000
 NAMES_SIZES = (100, 1000, 5000)
 FULL_SIZES = (100, 500)
-TARGETS = {"names": 3.0, "http_p50": 1.2, "http_p99": 1.5, "full": 1.0}
 
 
 def configure(workdir: Path) -> dict[str, str]:
@@ -257,158 +255,6 @@ def profile_filter(rows: list[str], app: Callable, body: bytes) -> None:
         )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_gunicorn(app: str, env: dict[str, str]) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    command = [
-        str(ROOT / ".venv" / "bin" / "gunicorn"),
-        app,
-        "-c",
-        str(ROOT / "deploy" / "gunicorn.conf.py"),
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        "2",
-        "--access-logfile",
-        "-",
-    ]
-    process = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    return process, port
-
-
-def wait_ready(port: int, body: bytes, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            connection.request("POST", "/extender/bench/filter", body)
-            response = connection.getresponse()
-            response.read()
-            connection.close()
-            if response.status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"gunicorn on port {port} did not answer within {timeout}s")
-
-
-def stop(process: subprocess.Popen) -> None:
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
-def fetch(port: int, path: str, body: bytes) -> bytes:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    connection.request("POST", path, body, {"Content-Type": "application/json"})
-    reply = connection.getresponse().read()
-    connection.close()
-    return reply
-
-
-def interleaved_samples(
-    ports: dict[str, int], path: str, body: bytes, rounds: int
-) -> dict[str, list[float]]:
-    """Seconds per request for each server; one request to each in turn (the first server
-    of a round rotates), a new connection per request as the sync workers close it anyway.
-    The client's own garbage collector is paused while it measures."""
-    headers = {"Content-Type": "application/json"}
-    labels = list(ports)
-    samples: dict[str, list[float]] = {label: [] for label in labels}
-    clock = time.perf_counter
-    gc.collect()
-    gc.disable()
-    try:
-        for i in range(rounds + 10):
-            shift = i % len(labels)
-            for label in labels[shift:] + labels[:shift]:
-                connection = http.client.HTTPConnection("127.0.0.1", ports[label], timeout=30)
-                start = clock()
-                connection.request("POST", path, body, headers)
-                response = connection.getresponse()
-                response.read()
-                elapsed = clock() - start
-                connection.close()
-                if response.status != 200:
-                    raise RuntimeError(f"{label} {path}: HTTP {response.status}")
-                if i >= 10:  # warm-up
-                    samples[label].append(elapsed)
-    finally:
-        gc.enable()
-    return samples
-
-
-def bench_http(rows: list[str], env: dict[str, str]) -> None:
-    bodies = {n: names_body(n) for n in NAMES_SIZES}
-    servers: dict[str, tuple[subprocess.Popen, int]] = {}
-    sizes: dict[tuple[str, int], int] = {}
-    try:
-        for label, app, extra in (
-            ("portal", "portal.wsgi:application", {}),
-            # The same portal without the decision log, to show what writing it costs.
-            ("no-log", "portal.wsgi:application", {"DECISION_LOG_ENABLED": "false"}),
-            ("reference", "bench.reference_wsgi:application", {}),
-        ):
-            servers[label] = start_gunicorn(app, {**env, **extra})
-        for _, port in servers.values():
-            wait_ready(port, bodies[100])
-        for n in NAMES_SIZES:  # all answer the same bytes, so only the cost differs
-            for verb in ("filter", "prioritize"):
-                replies = [
-                    fetch(port, f"/extender/bench/{verb}", bodies[n])
-                    for _, port in servers.values()
-                ]
-                if any(reply != replies[0] for reply in replies):
-                    raise RuntimeError(f"{verb} N={n}: the servers answer different bytes")
-                sizes[(verb, n)] = len(replies[0])
-        rows += [
-            "",
-            "### HTTP on loopback through gunicorn (deploy/gunicorn.conf.py, 2 sync workers), "
-            "portal vs a raw WSGI app with the same answers compiled in, one dict lookup per node "
-            "(targets p50 <= 1.2x, p99 <= 1.5x; the servers take turns request by request, so "
-            "the machine's other work falls on all of them alike)",
-            "",
-            "| verb | N | portal p50 | portal p99 | reference p50 | reference p99 | ratio p50 "
-            "| ratio p99 | without decision log: p50 | p99 | ratio p50 | ratio p99 | reply KB |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for n in NAMES_SIZES:
-            rounds = {100: 3000, 1000: 2000, 5000: 600}[n]
-            for verb in ("filter", "prioritize"):
-                path = f"/extender/bench/{verb}"
-                ports = {label: port for label, (_, port) in servers.items()}
-                samples = interleaved_samples(ports, path, bodies[n], rounds)
-                p50, p99, q50, q99, r50, r99 = (
-                    1000 * percentile(samples[label], q)
-                    for label in ("portal", "no-log", "reference")
-                    for q in (0.5, 0.99)
-                )
-                rows.append(
-                    f"| {verb} | {n} | {p50:.3f} | {p99:.3f} | {r50:.3f} | {r99:.3f} "
-                    f"| {p50 / r50:.2f}x | {p99 / r99:.2f}x | {q50:.3f} | {q99:.3f} "
-                    f"| {q50 / r50:.2f}x | {q99 / r99:.2f}x | {sizes[(verb, n)] / 1024:.1f} |"
-                )
-    finally:
-        for process, _ in servers.values():
-            stop(process)
-
-
 def bench_snapshot(rows: list[str]) -> None:
     from bench import extender_load as load
     from policies.compile import build_snapshot
@@ -446,7 +292,7 @@ def bench_snapshot(rows: list[str]) -> None:
     ]
 
 
-PARTS = ("in-process", "http", "snapshot")
+PARTS = ("in-process", "serve", "snapshot", "rebuild")
 
 
 def parse_only(argv: list[str]) -> tuple[str, ...]:
@@ -474,10 +320,16 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[str] = []
         if "in-process" in only:
             bench_in_process(rows)
-        if "http" in only:
-            bench_http(rows, env)
+        if "serve" in only:
+            from bench.extender_http import bench_serve
+
+            bench_serve(rows, env, names_body)
         if "snapshot" in only:
             bench_snapshot(rows)
+        if "rebuild" in only:
+            from bench.extender_rebuild import bench_rebuild
+
+            bench_rebuild(rows, env)
     header = [
         "# Extender benchmark",
         "",

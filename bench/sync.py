@@ -355,9 +355,10 @@ def main() -> None:
         "the ratios less); fake Kubernetes API server in its own process, "
         "official kubernetes client.\n\n"
         "The snapshot latency is what an extender process sees when the change notification "
-        "arrives at once (Redis pub/sub): the watcher applies the event, bumps the revision, "
-        "and a fresh `build_snapshot()` carries the new label. Without Redis, add up to "
-        "`EXTENDER_POLL_SECONDS` (1 s) of polling.\n\n" + table + "\n"
+        "arrives at once (Redis pub/sub, PostgreSQL NOTIFY or the signal file on one host, "
+        "docs/operations.md): the watcher applies the event, bumps the revision, and a fresh "
+        "`build_snapshot()` carries the new label (an extender process rebuilds only the "
+        "cluster the event touched).\n\n" + table + "\n"
     )
     print(f"\nwritten to {results / 'sync.md'} (database: {db_note})")
 

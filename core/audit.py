@@ -7,6 +7,7 @@ together, so that neither is forgotten (docs/adr/0003-services-only-writers.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from core.models import AuditEntry
@@ -52,8 +53,14 @@ def record_change(
     before: Any = None,
     after: Any = None,
     note: str = "",
+    clusters: Iterable[int] | None = None,
+    policies_only: bool = False,
 ) -> AuditEntry:
-    """Audit a write and bump the snapshot revision; inside the writer's transaction."""
+    """Audit a write and bump the snapshot revision; inside the writer's transaction.
+
+    ``clusters``: the primary keys of the clusters whose decisions the write can change (None:
+    every cluster, the safe default); ``policies_only``: it changed policies and nothing else;
+    see core.revisions."""
     entry = audit_record(
         actor=actor,
         action=action,
@@ -63,5 +70,9 @@ def record_change(
         after=after,
         note=note,
     )
-    bump_snapshot_revision(f"{object_type.replace('_', ' ')} {object_name}")
+    bump_snapshot_revision(
+        f"{object_type.replace('_', ' ')} {object_name}",
+        clusters=clusters,
+        policies_only=policies_only,
+    )
     return entry

@@ -74,11 +74,12 @@ def healthz(environ: dict[str, Any], start_response: StartResponse) -> list[byte
 
 
 def _change_feed(refresher: refresh.SnapshotRefresher | None) -> str | None:
-    if refresher is None or not refresher.redis_url:
+    """The change feed's state (Redis, or PostgreSQL LISTEN without Redis); None without one."""
+    if refresher is None or not (refresher.redis_url or refresher.listen_postgres):
         return None
-    if refresher.redis_connected:
+    if refresher.feed_connected:
         return "connected"
-    return f"disconnected, polling only ({refresher.redis_error or 'connecting'})"
+    return f"disconnected, polling only ({refresher.feed_error or 'connecting'})"
 
 
 def readyz(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:

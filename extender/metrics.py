@@ -126,16 +126,19 @@ _change_feed: Gauge | None = None
 
 
 def change_feed_gauge() -> Gauge:
-    """``extender_change_feed_connected``, created only by processes that use Redis.
+    """``extender_change_feed_connected``, created only by processes with a change feed (Redis,
+    or PostgreSQL LISTEN without Redis).
 
-    A deployment without Redis has no series at all rather than a permanent 0.
+    A deployment without either (SQLite: one host, the signal file) has no series at all
+    rather than a permanent 0.
     """
     global _change_feed
     if _change_feed is None:
         _change_feed = Gauge(
             "extender_change_feed_connected",
-            "1 while subscribed to the Redis change channel (lowest across live workers); "
-            "0 means changes arrive by polling only.",
+            "1 while subscribed to the change channel (Redis, or PostgreSQL LISTEN without "
+            "Redis; lowest across live workers); 0 means other hosts' changes arrive by "
+            "polling only.",
             multiprocess_mode="livemin",
         )
     return _change_feed

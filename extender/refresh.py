@@ -1,11 +1,18 @@
 """Snapshot distribution: every process notices a new snapshot revision and swaps it in.
 
 Each process runs one daemon thread that checks the committed revision
-(``core.revisions.current_snapshot_revision``) every ``EXTENDER_POLL_SECONDS`` and rebuilds
-through ``holder.load()`` when it differs from the served snapshot. With ``REDIS_URL`` set a
-second daemon thread subscribes to ``PORTAL_CHANGES_CHANNEL`` and wakes the checker at once,
-so a change is served within milliseconds; the poll remains the fallback and is the only
-mechanism without Redis. All database work happens on the checker thread, never on a request.
+(``core.revisions.current_snapshot_revision``) and rebuilds through ``holder.load()`` when it
+differs from the served snapshot. It checks when a commit is announced, and every
+``EXTENDER_POLL_SECONDS`` in any case (the safety net, and what keeps ``/readyz`` confirmed).
+Commits are announced three ways (core.revisions), so a change is served within a fraction of
+a second on every kind of install without a database poll faster than the safety net:
+
+- the signal file in ``PORTAL_VAR_DIR``, which the checker stats every
+  ``SIGNAL_TICK_SECONDS`` (processes of one host: the default install);
+- with ``REDIS_URL``, a thread subscribed to ``PORTAL_CHANGES_CHANNEL``;
+- without Redis on PostgreSQL, a thread ``LISTEN``ing on the same channel name.
+
+All database work happens on the checker thread, never on a request.
 
 When the database is unreachable the served snapshot stays as it is: ``holder.last_error``
 says why and ``holder.last_refresh_ok`` stops moving, which is what :func:`freshness`
@@ -19,6 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from django.conf import settings
 
@@ -33,6 +41,10 @@ logger = logging.getLogger(__name__)
 REDIS_BACKOFF_FIRST = 0.5
 REDIS_BACKOFF_MAX = 10.0
 ERROR_TEXT_LIMIT = 500
+# How often the checker looks at the signal file (one stat call).
+SIGNAL_TICK_SECONDS = 0.05
+# How often an idle LISTEN connection proves it is alive (a dead one is reconnected).
+LISTEN_HEALTH_SECONDS = 15.0
 
 
 def get_holder() -> SnapshotHolder:
@@ -86,6 +98,8 @@ class SnapshotRefresher:
         poll_seconds: float = 1.0,
         redis_url: str = "",
         channel: str = "",
+        signal_file: Path | None = None,
+        listen_postgres: bool = False,
     ) -> None:
         # Defaults are looked up when used, so the module's functions can be replaced.
         self.holder_getter = holder_getter or (lambda: get_holder())
@@ -97,14 +111,17 @@ class SnapshotRefresher:
         self.poll_seconds = poll_seconds
         self.redis_url = redis_url
         self.channel = channel
+        self.signal_file = signal_file
+        self.listen_postgres = listen_postgres and not redis_url
+        self._signal_seen = self._signal_state()
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.first_check_done = threading.Event()
         # A committed revision that was seen but could not be loaded: the snapshot is known
         # to be behind, not merely unconfirmed.
         self.pending_revision: int | None = None
-        self.redis_connected = False
-        self.redis_error: str | None = None
+        self.feed_connected = False
+        self.feed_error: str | None = None
         self.loads = 0
         self.checks = 0
         self._failing = False
@@ -181,6 +198,12 @@ class SnapshotRefresher:
             self._threads.append(
                 threading.Thread(target=self._listen_loop, name="snapshot-changes", daemon=True)
             )
+        elif self.listen_postgres:
+            self._threads.append(
+                threading.Thread(
+                    target=self._listen_postgres_loop, name="snapshot-changes", daemon=True
+                )
+            )
         for thread in self._threads:
             thread.start()
 
@@ -195,12 +218,35 @@ class SnapshotRefresher:
         while not self.stopping.is_set():
             # Cleared before the check: an announcement that arrives during it causes another.
             self.wake.clear()
+            self._signal_seen = self._signal_state()
             try:
                 self.check_once()
                 self.publish_gauges()
             except Exception:  # the thread must outlive any bug: it is the only refresher
                 logger.exception("snapshot refresh check failed unexpectedly")
-            self.wake.wait(self.poll_seconds)
+            self._wait_for_change()
+
+    def _wait_for_change(self) -> None:
+        """Until an announcement, a touched signal file, or the poll interval; whichever first."""
+        deadline = time.monotonic() + self.poll_seconds
+        while not self.stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self.wake.wait(min(left, SIGNAL_TICK_SECONDS)):
+                return
+            if self._signal_state() != self._signal_seen:
+                return
+
+    def _signal_state(self) -> tuple[int, int, int] | None:
+        """The signal file's identity (inode, mtime, size); None when there is none."""
+        if self.signal_file is None:
+            return None
+        try:
+            stat = os.stat(self.signal_file)
+        except OSError:
+            return None
+        return stat.st_ino, stat.st_mtime_ns, stat.st_size
 
     def _listen_loop(self) -> None:
         import redis
@@ -219,9 +265,9 @@ class SnapshotRefresher:
                 )
                 pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
                 pubsub.subscribe(self.channel)
-                if not self.redis_connected and self.redis_error:
+                if not self.feed_connected and self.feed_error:
                     logger.info("change feed reconnected to Redis")
-                self.redis_connected, self.redis_error = True, None
+                self.feed_connected, self.feed_error = True, None
                 connected.set(1)
                 backoff = REDIS_BACKOFF_FIRST
                 # Announcements made while disconnected are lost: check once now.
@@ -231,9 +277,9 @@ class SnapshotRefresher:
                     if message is not None and message.get("type") == "message":
                         self.wake.set()
             except Exception as exc:
-                if self.redis_error is None:
+                if self.feed_error is None:
                     logger.warning("change feed lost Redis, relying on polling: %s", exc)
-                self.redis_connected, self.redis_error = False, _describe(exc)
+                self.feed_connected, self.feed_error = False, _describe(exc)
                 connected.set(0)
                 metrics.REFRESH_ERRORS.labels("redis").inc()
                 self.stopping.wait(backoff)
@@ -245,6 +291,43 @@ class SnapshotRefresher:
                             closable.close()
                         except Exception:
                             logger.debug("closing the Redis change feed failed", exc_info=True)
+
+    def _listen_postgres_loop(self) -> None:
+        """``LISTEN`` on the change channel and wake the checker on every notification."""
+        import psycopg
+        from django.db import connections
+        from psycopg import sql
+
+        connected = metrics.change_feed_gauge()
+        connected.set(0)
+        backoff = REDIS_BACKOFF_FIRST
+        while not self.stopping.is_set():
+            try:
+                params = connections["default"].get_connection_params()
+                with psycopg.connect(**params, autocommit=True) as conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                    if not self.feed_connected and self.feed_error:
+                        logger.info("change feed reconnected to PostgreSQL")
+                    self.feed_connected, self.feed_error = True, None
+                    connected.set(1)
+                    backoff = REDIS_BACKOFF_FIRST
+                    # Notifications sent while disconnected are lost: check once now.
+                    self.wake.set()
+                    checked = time.monotonic()
+                    while not self.stopping.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self.wake.set()
+                        if time.monotonic() - checked > LISTEN_HEALTH_SECONDS:
+                            conn.execute("SELECT 1")  # raises when the connection is dead
+                            checked = time.monotonic()
+            except Exception as exc:
+                if self.feed_error is None:
+                    logger.warning("change feed lost PostgreSQL, relying on polling: %s", exc)
+                self.feed_connected, self.feed_error = False, _describe(exc)
+                connected.set(0)
+                metrics.REFRESH_ERRORS.labels("listen").inc()
+                self.stopping.wait(backoff)
+                backoff = min(backoff * 2, REDIS_BACKOFF_MAX)
 
 
 # --- freshness: what /readyz and the stale gauge report --------------------------------------
@@ -314,10 +397,16 @@ def _start() -> None:
         # A process that starts while the database is unreachable serves the last snapshot
         # this host kept on disk rather than nothing; the refresher then confirms or replaces it.
         holder.restore()
+        from django.db import connection
+
+        from core.revisions import signal_path
+
         refresher = SnapshotRefresher(
             poll_seconds=settings.EXTENDER_POLL_SECONDS,
             redis_url=settings.REDIS_URL,
             channel=settings.PORTAL_CHANGES_CHANNEL,
+            signal_file=signal_path(),
+            listen_postgres=connection.vendor == "postgresql",
         )
         refresher.start()
         _refresher = refresher

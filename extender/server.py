@@ -3,11 +3,13 @@
 ``manage.py serve_extender`` runs this. It serves ``/extender/...``, ``/healthz``, ``/readyz``
 and ``/metrics`` and nothing else, so admin and API requests (and a database that stalls them)
 can never occupy the threads kube-scheduler's calls need. The server is waitress: its I/O loop
-reads every request completely before a worker thread sees it, so a client that sends one byte
-a minute holds a connection, not a thread; a request not complete within
-``EXTENDER_READ_TIMEOUT_SECONDS`` is dropped, and connections are bounded in all and per client
-address. Why this and not gunicorn: docs/adr/0005-extender-server.md. With
-``EXTENDER_TLS_CERT_FILE`` it serves HTTPS, optionally requiring client certificates
+reads every request completely before anything runs it, so a client that sends one byte a
+minute holds a connection, not a thread; a request (or TLS handshake) not complete within
+``EXTENDER_READ_TIMEOUT_SECONDS`` of its first byte is dropped, however steadily it trickles,
+and connections are bounded in all and per client address. Answers leave at once on keep-alive
+connections (``TCP_NODELAY``, one write each: extender.channel). Why this and not gunicorn:
+docs/adr/0005-extender-server.md; not granian: docs/adr/0007-extender-server-stays-waitress.md.
+With ``EXTENDER_TLS_CERT_FILE`` it serves HTTPS, optionally requiring client certificates
 (extender.tls).
 """
 
@@ -27,10 +29,17 @@ from waitress.task import ThreadedTaskDispatcher
 from extender import refresh
 from extender.admission.handler import PREFIX as ADMISSION_PREFIX
 from extender.admission.handler import application as admission_application
+from extender.channel import ExtenderChannel
 from extender.handler import PREFIX
 from extender.handler import application as extender_application
 from extender.health import wsgi_routes
-from extender.tls import CLIENT_ALLOWED, TlsChannel, TlsSettings, server_context
+from extender.tls import (
+    CLIENT_ALLOWED,
+    ContextReloader,
+    TlsChannel,
+    TlsSettings,
+    server_context,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -76,25 +85,27 @@ def _refuse_client(start_response: StartResponse) -> Iterable[bytes]:
 
 
 class ExtenderServer(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no type hints
-    """waitress's TCP server, refusing connections beyond a per-client-address limit."""
+    """waitress's TCP server: Nagle off and one write per answer (extender.channel), connections
+    refused beyond a per-client-address limit."""
 
     per_client_limit = 0  # 0: no limit
     tls_context: ssl.SSLContext | None = None  # when serving HTTPS (channel_class: TlsChannel)
     tls_client_names: frozenset[str] = frozenset()
     tls_requires_client = False
+    tls_reloader: ContextReloader | None = None
+
+    channel_class = ExtenderChannel
 
     def handle_accept(self) -> None:
         try:
             accepted = self.accept()
         except OSError:
-            return
+            return  # the client may have gone already; waitress ignores it the same way
         if accepted is None:
             return
         conn, addr = accepted
         try:
-            # As waitress's own handle_accept does: TCP_NODELAY. Without it a keep-alive
-            # client (kube-scheduler, kube-apiserver) waits ~40 ms per answer for its delayed
-            # ACK, since the headers and the body leave as separate segments.
+            # waitress's own options: TCP_NODELAY (extender.channel says why it matters).
             self.set_socket_options(conn)
         except OSError:
             conn.close()
@@ -105,6 +116,22 @@ class ExtenderServer(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no 
             conn.close()
             return
         self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
+
+    def maintenance(self, now: float) -> None:
+        # waitress calls this every cleanup_interval from its loop: idle channels closed, and
+        # here also channels whose request (or TLS handshake) is not complete within the read
+        # timeout however steadily it trickles in; TLS files that changed (a renewed
+        # certificate, a new CRL) are loaded for new connections.
+        super().maintenance(now)
+        cutoff = now - self.adj.channel_timeout
+        for channel in list(self.active_channels.values()):
+            started = getattr(channel, "request_started", None)
+            if started is not None and started < cutoff:
+                channel.will_close = True
+        if self.tls_reloader is not None:
+            context = self.tls_reloader.reloaded()
+            if context is not None:
+                self.tls_context = context
 
     def _connections_from(self, host: Any) -> int:
         count = 0
@@ -162,6 +189,7 @@ def create(
         server.tls_context = context
         server.tls_client_names = tls.client_names
         server.tls_requires_client = bool(tls.client_ca_file)
+        server.tls_reloader = ContextReloader(tls)
         server.channel_class = TlsChannel
     return server
 

@@ -8,26 +8,32 @@ writes that OpenSSL wants to retry are retried on the next poll, and bytes OpenS
 decrypted are drained at once (poll cannot report them).
 
 With a client CA, the extender's verbs need a client certificate that CA signed
-(kube-scheduler's ``tlsConfig.certFile``/``keyFile``); with client names as well, the
+(kube-scheduler's ``tlsConfig.certFile``/``keyFile``) and, with a CRL file, that the CA has not
+revoked; with client names as well, the
 certificate must also carry one of them as its common name or a DNS name — a cluster CA signs
 many certificates (every kubelet's), and the names narrow them to the schedulers'. A certificate
 that does not verify ends the handshake. A connection without one, or with a name not allowed,
 still reaches the probes and ``/metrics`` (kubelet's HTTPS probes present no certificate), but
 every ``/extender/`` call on it gets 403 (:data:`CLIENT_ALLOWED` in the WSGI environment, read
 by ``extender.server.application``).
+
+The files are read again when they change (:class:`ContextReloader`, checked by the server's
+periodic maintenance), so a renewed certificate or a new CRL applies to new connections without
+a restart; files that do not load together (a certificate renewed before its key) leave the
+current context in place until they do.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import ssl
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from waitress.channel import HTTPChannel
-from waitress.task import WSGITask
+from extender.channel import ExtenderChannel, ExtenderTask
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +48,7 @@ class TlsSettings:
     key_file: str
     client_ca_file: str = ""
     client_names: frozenset[str] = frozenset()
+    crl_file: str = ""
 
     def problems(self) -> list[str]:
         """What keeps these settings from making a server context (empty when nothing)."""
@@ -55,7 +62,17 @@ class TlsSettings:
             )
         if self.client_names and not self.client_ca_file:
             problems.append("EXTENDER_TLS_CLIENT_NAMES needs EXTENDER_TLS_CLIENT_CA_FILE")
+        if self.crl_file and not self.client_ca_file:
+            problems.append("EXTENDER_TLS_CRL_FILE needs EXTENDER_TLS_CLIENT_CA_FILE")
         return problems
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(
+            name
+            for name in (self.cert_file, self.key_file, self.client_ca_file, self.crl_file)
+            if name
+        )
 
     @property
     def enabled(self) -> bool:
@@ -63,7 +80,8 @@ class TlsSettings:
 
 
 def server_context(tls: TlsSettings) -> ssl.SSLContext:
-    """A server context: TLS 1.2 or newer, client certificates required when a CA is given.
+    """A server context: TLS 1.2 or newer, client certificates verified when a CA is given,
+    and checked against the CA's revocation list when a CRL file is given.
 
     Raises ``ssl.SSLError`` / ``OSError`` for unreadable or mismatched files."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -74,7 +92,49 @@ def server_context(tls: TlsSettings) -> ssl.SSLContext:
         # A certificate that is presented must verify; whether one is needed is decided per
         # route (the probes need none).
         context.verify_mode = ssl.CERT_OPTIONAL
+        if tls.crl_file:
+            # PEM CRLs load like certificates; with the flag, a client certificate verifies only
+            # when its CA's list is loaded and does not name it (an expired list fails too).
+            context.load_verify_locations(cafile=tls.crl_file)
+            context.verify_flags |= ssl.VERIFY_CRL_CHECK_LEAF
     return context
+
+
+class ContextReloader:
+    """Builds a new server context when one of the TLS files changed (module docstring)."""
+
+    def __init__(self, tls: TlsSettings) -> None:
+        self.tls = tls
+        self.seen = self._identities()
+
+    def _identities(self) -> tuple[tuple[int, int, int] | None, ...]:
+        identities: list[tuple[int, int, int] | None] = []
+        for name in self.tls.files:
+            try:
+                stat = os.stat(name)  # follows the symbolic links Kubernetes swaps
+            except OSError:
+                identities.append(None)
+            else:
+                identities.append((stat.st_ino, stat.st_mtime_ns, stat.st_size))
+        return tuple(identities)
+
+    def reloaded(self) -> ssl.SSLContext | None:
+        """A context from the files as they are now, when they changed and load; else None."""
+        identities = self._identities()
+        if identities == self.seen:
+            return None
+        self.seen = identities
+        try:
+            context = server_context(self.tls)
+        except (ssl.SSLError, OSError) as exc:
+            logger.warning(
+                "the TLS files changed but do not load (%s); new connections keep the previous "
+                "certificate, CA and CRL until they do",
+                exc,
+            )
+            return None
+        logger.info("TLS files reloaded: new connections use them")
+        return context
 
 
 def certificate_names(certificate: dict[str, Any] | None) -> set[str]:
@@ -92,7 +152,7 @@ def name_allowed(names: Iterable[str], allowed: frozenset[str]) -> bool:
     return not allowed or any(name in allowed for name in names)
 
 
-class TlsTask(WSGITask):  # type: ignore[misc]  # waitress ships no type hints
+class TlsTask(ExtenderTask):
     """waitress's WSGI task, telling the application whether the client may call the verbs."""
 
     def get_environment(self) -> dict[str, Any]:
@@ -101,7 +161,7 @@ class TlsTask(WSGITask):  # type: ignore[misc]  # waitress ships no type hints
         return environ
 
 
-class TlsChannel(HTTPChannel):  # type: ignore[misc]  # waitress ships no type hints
+class TlsChannel(ExtenderChannel):
     """waitress's HTTP channel over TLS; the server holds ``tls_context``,
     ``tls_client_names`` and ``tls_requires_client`` (a client CA is configured)."""
 
@@ -115,6 +175,8 @@ class TlsChannel(HTTPChannel):  # type: ignore[misc]  # waitress ships no type h
         self._handshake_done = False
         self._handshake_wants_write = False
         super().__init__(server, wrapped, addr, adj, map)
+        # The handshake counts as the first request's reading: it has the same deadline.
+        self.request_started = time.time()
 
     # -- poll interest -------------------------------------------------------------------------
 
@@ -185,6 +247,7 @@ class TlsChannel(HTTPChannel):  # type: ignore[misc]  # waitress ships no type h
             return
         self._handshake_done = True
         self.last_activity = time.time()
+        self.request_started = None
         if not self.server.tls_requires_client:
             self.client_allowed = True
             return

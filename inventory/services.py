@@ -345,7 +345,7 @@ def nodes_apply(
     result.removed = len(gone)
     sync_status.reached(cluster.pk, resource_version)
     if result.wrote:
-        bump_snapshot_revision(f"inventory {cluster.name}")
+        bump_snapshot_revision(f"inventory {cluster.name}", clusters=[cluster.pk])
     return result
 
 
@@ -413,5 +413,5 @@ def plan_node_changes(
 def node_delete(*, cluster: Cluster, name: str) -> bool:
     deleted, _ = Node.objects.filter(cluster=cluster, name=name).delete()
     if deleted:
-        bump_snapshot_revision(f"inventory {cluster.name}")
+        bump_snapshot_revision(f"inventory {cluster.name}", clusters=[cluster.pk])
     return bool(deleted)

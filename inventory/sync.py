@@ -183,7 +183,7 @@ def sync_cluster(
             if held:
                 sync_status.held(cluster_id, held)
                 # The extender's snapshot carries the sync state (its held gauge reads it).
-                bump_snapshot_revision(f"inventory {cluster.name} held")
+                bump_snapshot_revision(f"inventory {cluster.name} held", clusters=[cluster_id])
             else:
                 applied = _apply(cluster, objects, resource_version, list_started_at)
     except Exception as exc:

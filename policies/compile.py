@@ -14,19 +14,28 @@ processes keep on disk for restarts while the database is unreachable.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from django.db import connection, transaction
 
-from core.revisions import current_snapshot_revision
+from core.revisions import cluster_revisions, current_snapshot_revision
 from inventory.models import Cluster, Node
 from policies.content import label_assignment_content, policy_content
-from policies.engine.snapshot import ClusterSettings, NodeRecord, Snapshot
+from policies.engine.snapshot import (
+    ClusterInputs,
+    ClusterSettings,
+    MissingClusterSources,
+    NodeRecord,
+    Snapshot,
+)
 from policies.engine.sources import snapshot_from_sources, sources_document
 from policies.models import LabelAssignment, Policy
 
+logger = logging.getLogger(__name__)
 _latest: Snapshot | None = None
 _latest_lock = threading.Lock()
 
@@ -41,7 +50,7 @@ def current_snapshot() -> Snapshot:
     with _latest_lock:
         latest = _latest
         if latest is None or latest.revision != revision:
-            latest = build_snapshot()
+            latest = build_snapshot(previous=latest)
             remember(latest)
         return latest
 
@@ -58,13 +67,32 @@ def forget() -> None:
     _latest = None
 
 
-def build_snapshot() -> Snapshot:
-    """Read the configuration and inventory and build a Snapshot; raises on database errors."""
+def build_snapshot(previous: Snapshot | None = None) -> Snapshot:
+    """Read the configuration and inventory and build a Snapshot; raises on database errors.
+
+    With ``previous``, only the clusters whose revision counters moved since it was built are
+    read and compiled again (``read_sources``); the others are shared with it."""
+    if previous is not None:
+        known = {
+            name: cluster.inputs
+            for name, cluster in previous.clusters.items()
+            if cluster.inputs is not None
+        }
+        try:
+            return snapshot_from_sources(read_sources(known=known), previous=previous)
+        except MissingClusterSources:
+            logger.exception("incremental snapshot build failed; building every cluster")
     return snapshot_from_sources(read_sources())
 
 
-def read_sources() -> dict[str, Any]:
-    """One consistent read of everything a snapshot is built from; raises on database errors."""
+def read_sources(*, known: Mapping[str, ClusterInputs] | None = None) -> dict[str, Any]:
+    """One consistent read of what a snapshot is built from; raises on database errors.
+
+    ``known``: the revision counters (``ClusterSnapshot.inputs``) of the clusters the caller
+    has built already; their nodes are read only when their facts counters moved. Without it,
+    every cluster's nodes are read. Clusters, policies and label assignments are always read
+    whole.
+    """
     # Inside a caller's transaction (tests, management commands) its snapshot is what we read.
     own_transaction = not connection.in_atomic_block
     with transaction.atomic():
@@ -73,8 +101,18 @@ def read_sources() -> dict[str, Any]:
                 cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         read_at = time.time()
         revision = current_snapshot_revision()
-        clusters = _clusters()
-        nodes = _nodes()
+        ids, clusters = _clusters()
+        inputs = {
+            ids[pk]: ClusterInputs(tuple(facts), tuple(policies))
+            for pk, (facts, policies) in cluster_revisions(ids).items()
+        }
+        known = known or {}
+        stale = {
+            pk: name
+            for pk, name in ids.items()
+            if (seen := known.get(name)) is None or seen.facts != inputs[name].facts
+        }
+        nodes = _nodes(stale, whole=len(stale) == len(ids))
         policies = _policies()
         assignments = _assignments()
     return sources_document(
@@ -84,11 +122,14 @@ def read_sources() -> dict[str, Any]:
         nodes=nodes,
         policies=policies,
         assignments=assignments,
+        inputs=inputs,
     )
 
 
-def _clusters() -> list[ClusterSettings]:
+def _clusters() -> tuple[dict[int, str], list[ClusterSettings]]:
+    """The clusters' names by primary key, and their settings."""
     rows = Cluster.objects.values_list(
+        "pk",
         "name",
         "unknown_node_action",
         "bind_enabled",
@@ -98,7 +139,8 @@ def _clusters() -> list[ClusterSettings]:
         "admission",
         "admission_excluded_namespaces",
     )
-    return [
+    ids = {row[0]: row[1] for row in rows}
+    return ids, [
         ClusterSettings(
             name=name,
             unknown_node_action=action,
@@ -109,17 +151,26 @@ def _clusters() -> list[ClusterSettings]:
             admission=admission,
             admission_excluded_namespaces=tuple(excluded if isinstance(excluded, list) else ()),
         )
-        for name, action, bind, default, last_success, state, admission, excluded in rows
+        for _, name, action, bind, default, last_success, state, admission, excluded in rows
     ]
 
 
-def _nodes() -> dict[str, list[NodeRecord]]:
-    nodes: dict[str, list[NodeRecord]] = {}
+def _nodes(clusters: Mapping[int, str], *, whole: bool) -> dict[str, list[NodeRecord]]:
+    """The nodes of ``clusters`` (pk -> name), every one of them present (empty: no nodes);
+    ``whole``: they are all the clusters there are (no filter on the read)."""
+    nodes: dict[str, list[NodeRecord]] = {name: [] for name in clusters.values()}
+    if not clusters:
+        return nodes
     rows = Node.objects.values_list(
-        "cluster__name", "name", "labels", "allocatable_parsed", "conditions"
-    ).order_by("cluster__name", "name")
-    for cluster, name, labels, allocatable, conditions in rows.iterator(chunk_size=2000):
-        nodes.setdefault(cluster, []).append(
+        "cluster_id", "name", "labels", "allocatable_parsed", "conditions"
+    ).order_by("cluster_id", "name")
+    if not whole:
+        rows = rows.filter(cluster_id__in=list(clusters))
+    for cluster_id, name, labels, allocatable, conditions in rows.iterator(chunk_size=2000):
+        cluster = clusters.get(cluster_id)
+        if cluster is None:  # a cluster created after the cluster read: not in this snapshot
+            continue
+        nodes[cluster].append(
             NodeRecord(
                 name=name,
                 labels=labels if isinstance(labels, dict) else {},

@@ -111,6 +111,14 @@ def _user(actor: Any) -> Any:
     return actor if getattr(actor, "is_authenticated", False) else None
 
 
+def _clusters_touched(*cluster_ids: int | None) -> list[int] | None:
+    """The clusters a policy or assignment write can change, for the snapshot revision: the
+    object's cluster before and after; None (every cluster) when either is "every cluster"."""
+    if any(pk is None for pk in cluster_ids):
+        return None
+    return [pk for pk in cluster_ids if pk is not None]
+
+
 # --- policies -------------------------------------------------------------------------------
 
 
@@ -141,6 +149,8 @@ def policy_create(*, actor: Any, data: Any, note: str = "", force: bool = False)
         object_name=policy.name,
         after=content,
         note=note,
+        clusters=_clusters_touched(policy.cluster_id),
+        policies_only=True,
     )
     return policy
 
@@ -171,6 +181,7 @@ def policy_update(
     if content == before:
         return locked
     guard_policy_change({locked.name: content}, force=force)
+    cluster_before = locked.cluster_id
     locked.name = content["name"]
     locked.description = content["description"]
     locked.cluster = resolve_cluster(content["cluster"])
@@ -190,6 +201,8 @@ def policy_update(
         before=before,
         after=content,
         note=note,
+        clusters=_clusters_touched(cluster_before, locked.cluster_id),
+        policies_only=True,
     )
     return locked
 
@@ -268,6 +281,7 @@ def policy_delete(
     _check_version(locked.version, expected_version)
     before = policy_content(locked)
     guard_policy_change({locked.name: None}, force=force)
+    cluster_before = locked.cluster_id
     locked.delete()
     record_change(
         actor=actor,
@@ -275,6 +289,8 @@ def policy_delete(
         object_type="policy",
         object_name=before["name"],
         before=before,
+        clusters=_clusters_touched(cluster_before),
+        policies_only=True,
     )
 
 
@@ -377,6 +393,7 @@ def label_assignment_create(
         object_name=assignment.name,
         after=content,
         note=note,
+        clusters=_clusters_touched(assignment.cluster_id),
     )
     return assignment
 
@@ -408,6 +425,7 @@ def label_assignment_update(
     if content == before:
         return locked
     guard_assignment_change(locked.name, content, force=force)
+    cluster_before = locked.cluster_id
     for field, value in _assignment_fields(content).items():
         setattr(locked, field, value)
     locked.version += 1
@@ -422,6 +440,7 @@ def label_assignment_update(
         before=before,
         after=content,
         note=note,
+        clusters=_clusters_touched(cluster_before, locked.cluster_id),
     )
     return locked
 
@@ -494,6 +513,7 @@ def label_assignment_delete(
     _check_version(locked.version, expected_version)
     guard_assignment_change(locked.name, None, force=force)
     before = label_assignment_content(locked)
+    cluster_before = locked.cluster_id
     locked.delete()
     record_change(
         actor=actor,
@@ -501,6 +521,7 @@ def label_assignment_delete(
         object_type="label_assignment",
         object_name=before["name"],
         before=before,
+        clusters=_clusters_touched(cluster_before),
     )
 
 

@@ -242,8 +242,9 @@ SPECTACULAR_SETTINGS = {
 # --- Extender -------------------------------------------------------------------------------
 # kube-scheduler sends whole node objects in full mode: ~13 KB a node, ~64 MB for 5,000.
 EXTENDER_MAX_BODY_BYTES = env_int("EXTENDER_MAX_BODY_BYTES", 128 * 1024 * 1024)
-# How often each process checks the snapshot revision when no notification arrives (seconds).
-EXTENDER_POLL_SECONDS = float(os.environ.get("EXTENDER_POLL_SECONDS", "1.0"))
+# How often each process checks the snapshot revision when no change is announced (seconds): the
+# safety net; commits are announced by a signal file, Redis or PostgreSQL NOTIFY.
+EXTENDER_POLL_SECONDS = float(os.environ.get("EXTENDER_POLL_SECONDS", "5.0"))
 # A snapshot older than this, while the revision cannot be checked, makes /readyz fail.
 EXTENDER_STALE_SECONDS = float(os.environ.get("EXTENDER_STALE_SECONDS", "30"))
 DECISION_LOG_RETENTION_DAYS = env_int("DECISION_LOG_RETENTION_DAYS", 7)
@@ -266,11 +267,13 @@ EXTENDER_MAX_CONNECTIONS_PER_CLIENT = env_int("EXTENDER_MAX_CONNECTIONS_PER_CLIE
 INVENTORY_MAX_REMOVAL_SHARE = float(os.environ.get("INVENTORY_MAX_REMOVAL_SHARE", "0.5"))
 # HTTPS for the extender's own server: its certificate and key, and the CA that signs the
 # client certificates it then requires (kube-scheduler's tlsConfig certFile/keyFile),
-# optionally narrowed to certificates with one of these comma-separated common or DNS names.
+# optionally narrowed to certificates with one of these comma-separated common or DNS names,
+# and checked against that CA's revocation list (PEM). Changed files are read again.
 EXTENDER_TLS_CERT_FILE = os.environ.get("EXTENDER_TLS_CERT_FILE", "").strip()
 EXTENDER_TLS_KEY_FILE = os.environ.get("EXTENDER_TLS_KEY_FILE", "").strip()
 EXTENDER_TLS_CLIENT_CA_FILE = os.environ.get("EXTENDER_TLS_CLIENT_CA_FILE", "").strip()
 EXTENDER_TLS_CLIENT_NAMES = os.environ.get("EXTENDER_TLS_CLIENT_NAMES", "").strip()
+EXTENDER_TLS_CRL_FILE = os.environ.get("EXTENDER_TLS_CRL_FILE", "").strip()
 # Who may call the extender (comma-separated CIDRs; empty: anyone who reaches the port) and
 # who may call its bind verb (empty: the same list). docs/threat-model.md.
 EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")

@@ -10,7 +10,7 @@ import json
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from policies.engine.assignments import AssignmentSpec
@@ -39,6 +39,20 @@ class ClusterSettings:
     admission_excluded_namespaces: Sequence[str] = ("kube-system",)
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterInputs:
+    """What a cluster was built from, as revision counters (core.revisions).
+
+    ``facts``: the counters of what its nodes are judged as (nodes, label assignments,
+    settings); ``policies``: those of its policies. A later build with equal counters reuses
+    the cluster whole; with equal ``facts`` only, it reuses the judged node facts and judges
+    the new policies' rules over them.
+    """
+
+    facts: tuple[int, ...]
+    policies: tuple[int, ...]
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ClusterSnapshot:
     """One cluster: its settings, the policies that apply to it, its judged inventory."""
@@ -64,6 +78,8 @@ class ClusterSnapshot:
     unpushed_keys: frozenset[str] = frozenset()
     # The admission webhook's plans, per set of policies a pod selects (extender.admission).
     admission_plans: dict[tuple[int, ...], Any] = field(default_factory=dict)
+    # What the cluster was built from (None: unknown, never reused).
+    inputs: ClusterInputs | None = None
 
     @property
     def policies(self) -> tuple[CompiledPolicy, ...]:
@@ -109,11 +125,16 @@ class NodeRecord:
     conditions: Sequence[Mapping[str, Any]] | Mapping[str, str]
 
 
+class MissingClusterSources(ValueError):
+    """A cluster to be reused has no reusable build: its nodes must be read (a full build)."""
+
+
 def build_cluster_snapshot(
     cluster: ClusterSettings,
     nodes: Iterable[NodeRecord],
     policies: Sequence[CompiledPolicy],
     assignments: Sequence[tuple[str | None, AssignmentSpec]],
+    inputs: ClusterInputs | None = None,
 ) -> ClusterSnapshot:
     """Judge every rule of the policies that apply to ``cluster`` over its inventory.
 
@@ -154,6 +175,41 @@ def build_cluster_snapshot(
             if specs
             else frozenset()
         ),
+        inputs=inputs,
+    )
+
+
+def reuse_cluster_snapshot(
+    built: ClusterSnapshot,
+    cluster: ClusterSettings,
+    policies: Sequence[CompiledPolicy],
+    inputs: ClusterInputs,
+) -> ClusterSnapshot:
+    """``built`` under ``cluster``'s current settings, its rules judged again when its policies
+    moved (``inputs.policies``); ``built.inputs.facts`` must equal ``inputs.facts``.
+
+    The settings (sync state and time, default, unknown-node action, bind) are read on every
+    build and never judged into the evaluator, so they are taken fresh. The judged node facts,
+    the reply prefixes and the full-mode facts cache are shared with ``built``; the evaluator
+    too when the policies did not move.
+    """
+    evaluator = built.evaluator
+    if built.inputs is None or built.inputs.policies != inputs.policies:
+        applicable = [p for p in policies if p.applies_to_cluster(cluster.name)]
+        evaluator = ClusterEvaluator(applicable, built.facts)
+    return replace(
+        built,
+        unknown_node_action=cluster.unknown_node_action,
+        bind_enabled=cluster.bind_enabled,
+        is_default=cluster.is_default,
+        last_success_at=cluster.last_success_at,
+        sync_state=cluster.sync_state,
+        evaluator=evaluator,
+        inputs=inputs,
+        admission=cluster.admission,
+        admission_excluded_namespaces=frozenset(cluster.admission_excluded_namespaces),
+        # The webhook's plans are per set of policies: judged again, planned again.
+        admission_plans=(built.admission_plans if evaluator is built.evaluator else {}),
     )
 
 
@@ -171,12 +227,35 @@ def build_snapshot_from(
     assignments: Sequence[tuple[str | None, AssignmentSpec]],
     problems: Sequence[str] = (),
     built_at: float | None = None,
+    inputs: Mapping[str, ClusterInputs] | None = None,
+    previous: Snapshot | None = None,
 ) -> Snapshot:
-    """Build a Snapshot from plain data, dated ``built_at`` (default: now)."""
-    built = {
-        c.name: build_cluster_snapshot(c, nodes_by_cluster.get(c.name, ()), policies, assignments)
-        for c in clusters
-    }
+    """Build a Snapshot from plain data, dated ``built_at`` (default: now).
+
+    ``inputs`` gives each cluster's revision counters. A cluster missing from
+    ``nodes_by_cluster`` is taken from ``previous`` when its node facts were judged at the same
+    counters (:func:`reuse_cluster_snapshot`); otherwise :class:`MissingClusterSources` is
+    raised. Every other cluster is built from its nodes.
+    """
+    inputs = inputs or {}
+    built: dict[str, ClusterSnapshot] = {}
+    for c in clusters:
+        key = inputs.get(c.name)
+        nodes = nodes_by_cluster.get(c.name)
+        if nodes is not None:
+            built[c.name] = build_cluster_snapshot(c, nodes, policies, assignments, key)
+            continue
+        earlier = previous.clusters.get(c.name) if previous is not None else None
+        if (
+            key is None
+            or earlier is None
+            or earlier.inputs is None
+            or earlier.inputs.facts != key.facts
+        ):
+            raise MissingClusterSources(
+                f"no nodes read for cluster {c.name!r} and no reusable build"
+            )
+        built[c.name] = reuse_cluster_snapshot(earlier, c, policies, key)
     default = next((c.name for c in clusters if c.is_default), None)
     return Snapshot(
         revision=revision,

@@ -7,6 +7,12 @@ still serves the last known policies (docs/adr/0005-extender-server.md).
 
 The document holds stored content, not compiled objects: compiling is deterministic, and a
 file written by one release is rebuilt by the next with that release's engine.
+
+A document may hold the nodes of only some clusters: ``inputs`` gives each cluster's revision
+counters (core.revisions; ``{"facts": [...], "policies": [...]}``), and a cluster whose nodes
+were not read is reused from the previous snapshot, whose node facts must have been judged at
+the same ``facts`` counters. Policies and label assignments are always whole (they are few,
+and small to read and compile).
 """
 
 from __future__ import annotations
@@ -19,12 +25,18 @@ from typing import Any
 from policies.engine.assignments import AssignmentSpec, node_selector_from_dict
 from policies.engine.errors import EngineValidationError
 from policies.engine.policy import CompiledPolicy, compile_policy
-from policies.engine.snapshot import ClusterSettings, NodeRecord, Snapshot, build_snapshot_from
+from policies.engine.snapshot import (
+    ClusterInputs,
+    ClusterSettings,
+    NodeRecord,
+    Snapshot,
+    build_snapshot_from,
+)
 
 logger = logging.getLogger(__name__)
 
 # Bumped when the document's shape changes; a file of another format is ignored, not misread.
-FORMAT = 1
+FORMAT = 2
 
 
 def sources_document(
@@ -35,13 +47,20 @@ def sources_document(
     nodes: Mapping[str, list[NodeRecord]],
     policies: list[tuple[dict[str, Any], int]],
     assignments: list[tuple[str | None, dict[str, Any]]],
+    inputs: Mapping[str, ClusterInputs] | None = None,
 ) -> dict[str, Any]:
-    """The document for one consistent read (``policies``: (content, version) pairs)."""
+    """The document for one consistent read (``policies``: (content, version) pairs;
+    ``nodes``: every cluster whose nodes were read, an empty list for one without nodes;
+    ``inputs``: each cluster's revision counters)."""
     return {
         "format": FORMAT,
         "revision": revision,
         "read_at": read_at,
         "clusters": [asdict(cluster) for cluster in clusters],
+        "inputs": {
+            name: {"facts": list(key.facts), "policies": list(key.policies)}
+            for name, key in (inputs or {}).items()
+        },
         "nodes": {
             cluster: [
                 [node.name, dict(node.labels), dict(node.allocatable), node.conditions]
@@ -55,14 +74,18 @@ def sources_document(
 
 
 def snapshot_from_sources(
-    document: Mapping[str, Any], *, built_at: float | None = None
+    document: Mapping[str, Any],
+    *,
+    built_at: float | None = None,
+    previous: Snapshot | None = None,
 ) -> Snapshot:
     """Compile a sources document into a Snapshot.
 
     A policy or assignment that does not compile (a validator became stricter since it was
     stored) is left out and named in ``Snapshot.problems`` rather than half-applied.
     ``built_at`` dates the snapshot (default: now); a snapshot rebuilt from a file on disk is
-    dated by the read it came from, so its age is honest.
+    dated by the read it came from, so its age is honest. Clusters whose nodes the document
+    lacks are reused from ``previous`` (``MissingClusterSources`` when they cannot be).
     """
     if document.get("format") != FORMAT:
         raise ValueError(f"unsupported snapshot sources format {document.get('format')!r}")
@@ -92,6 +115,11 @@ def snapshot_from_sources(
         assignments=assignments,
         problems=problems,
         built_at=built_at,
+        inputs={
+            name: ClusterInputs(tuple(key["facts"]), tuple(key["policies"]))
+            for name, key in document.get("inputs", {}).items()
+        },
+        previous=previous,
     )
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 import pytest
 
+from core.revisions import bump_snapshot_revision
 from extender import persist
 from extender.holder import SnapshotHolder
 from policies.engine.evaluate import filter_names
@@ -69,7 +72,8 @@ def test_nothing_on_disk_or_an_unreadable_file_restores_nothing(db: Any) -> None
 
 
 @pytest.mark.usefixtures("stored")
-def test_the_file_is_replaced_whole(settings: Any) -> None:
+def test_the_file_is_replaced_whole(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(persist, "KEEP_UNREFERENCED_SECONDS", -1.0)  # no grace for old files
     holder = SnapshotHolder()
     holder.load()
     first = persist.sources_path().read_bytes()
@@ -77,5 +81,32 @@ def test_the_file_is_replaced_whole(settings: Any) -> None:
     holder.load()
     second = persist.sources_path().read_bytes()
     assert first != second
-    leftovers = [p.name for p in persist.sources_path().parent.iterdir()]
-    assert leftovers == [persist.FILE_NAME]
+    # The index and the node file of the cluster as last read, nothing else (no temporary
+    # files, no node file of an earlier read).
+    assert holder.snapshot is not None
+    inputs = holder.snapshot.clusters["c"].inputs
+    assert inputs is not None
+    leftovers = sorted(p.name for p in persist.sources_path().parent.iterdir())
+    assert leftovers == sorted([persist.FILE_NAME, persist.node_file_name("c", inputs.facts)])
+
+
+@pytest.mark.usefixtures("stored")
+def test_node_files_another_process_may_name_are_kept_for_a_while() -> None:
+    """Processes sharing the directory: one's index names files the other no longer does."""
+    first, second = SnapshotHolder(), SnapshotHolder()
+    first.load()
+    directory = persist.sources_path().parent
+    older = {p.name for p in directory.glob("nodes-*.json")}
+    bump_snapshot_revision("every cluster's facts")
+    second.load()  # its index names new node files
+    newer = {p.name for p in directory.glob("nodes-*.json")} - older
+    assert older
+    assert newer
+    assert older <= {p.name for p in directory.glob("nodes-*.json")}  # kept: first names them
+
+    for name in older:  # long unreferenced: removed at the next save
+        os.utime(directory / name, (time.time() - 3600, time.time() - 3600))
+    bump_snapshot_revision("every cluster's facts again")
+    second.load()
+    remaining = {p.name for p in directory.glob("nodes-*.json")}
+    assert not older & remaining

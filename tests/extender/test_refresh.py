@@ -197,7 +197,7 @@ def test_an_announcement_on_redis_wakes_the_checker_at_once(
     refresher = make_refresher(holder, source, poll_seconds=3600, redis_url=url, channel=channel)
     refresher.start()
     started.append(refresher)
-    assert wait_for(lambda: refresher.redis_connected)
+    assert wait_for(lambda: refresher.feed_connected)
     assert metrics.change_feed_gauge()._value.get() == 1
     time.sleep(0.2)  # let the check that follows every (re)connect pass
     holder.revision_in_db = 11
@@ -217,8 +217,8 @@ def test_redis_down_falls_back_to_polling(
     )
     refresher.start()
     started.append(refresher)
-    assert wait_for(lambda: refresher.redis_error is not None)
-    assert not refresher.redis_connected
+    assert wait_for(lambda: refresher.feed_error is not None)
+    assert not refresher.feed_connected
     assert metrics.change_feed_gauge()._value.get() == 0
     holder.revision_in_db = 6
     assert wait_for(lambda: holder.snapshot.revision == 6)

@@ -22,6 +22,14 @@ from django.core.management import CommandError, call_command
             },
             "EXTENDER_TLS_CLIENT_NAMES needs EXTENDER_TLS_CLIENT_CA_FILE",
         ),
+        (
+            {
+                "EXTENDER_TLS_CERT_FILE": "/tls/tls.crt",
+                "EXTENDER_TLS_KEY_FILE": "/tls/tls.key",
+                "EXTENDER_TLS_CRL_FILE": "/tls/ca.crl",
+            },
+            "EXTENDER_TLS_CRL_FILE needs EXTENDER_TLS_CLIENT_CA_FILE",
+        ),
     ],
 )
 def test_inconsistent_tls_settings_are_named(settings, configured, message) -> None:

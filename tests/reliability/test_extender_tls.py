@@ -1,17 +1,16 @@
 """The extender's own server over TLS with client certificates (extender.tls).
 
-Certificates are made for the test with the openssl command: a CA, the server's certificate,
-kube-scheduler's client certificate, a kubelet's (same CA, a name the server does not allow)
-and an intruder's (another CA). A real ``manage.py serve_extender`` process serves them.
+Certificates are made for the test with the openssl command (tests.support.pki): a CA, the
+server's certificate, kube-scheduler's client certificate, a kubelet's (same CA, a name the
+server does not allow) and an intruder's (another CA). A real ``manage.py serve_extender``
+process serves them.
 """
 
 from __future__ import annotations
 
 import http.client
-import shutil
 import socket
 import ssl
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,54 +23,16 @@ from tests.reliability.server import (
     database_url,
     shared_database_target,
 )
+from tests.support.pki import make_pki
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 POD = {"metadata": {"name": "trainer-0", "namespace": "ml", "uid": "uid-trainer-0"}}
 
 
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_ca(directory: Path, name: str) -> None:
-    openssl(
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-        "-subj", f"/CN={name}", "-keyout", f"{name}.key", "-out", f"{name}.crt",
-        cwd=directory,
-    )  # fmt: skip
-
-
-def make_certificate(directory: Path, ca: str, name: str, extension: str) -> None:
-    (directory / f"{name}.ext").write_text(extension + "\n")
-    openssl(
-        "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-        "-keyout", f"{name}.key", "-out", f"{name}.csr",
-        cwd=directory,
-    )  # fmt: skip
-    openssl(
-        "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
-        "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.crt",
-        cwd=directory,
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("openssl") is None:
-        reason = "the openssl command is not installed (Debian package openssl)"
-        print(f"SKIP: {reason}")
-        pytest.skip(reason)
-    directory = tmp_path_factory.mktemp("pki")
-    make_ca(directory, "cluster-ca")
-    make_ca(directory, "other-ca")
-    make_certificate(
-        directory, "cluster-ca", "extender", "subjectAltName=IP:127.0.0.1,DNS:localhost"
-    )
-    for name in ("kube-scheduler", "kubelet-node-1"):
-        make_certificate(directory, "cluster-ca", name, "extendedKeyUsage=clientAuth")
-    make_certificate(directory, "other-ca", "intruder", "extendedKeyUsage=clientAuth")
-    return directory
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture

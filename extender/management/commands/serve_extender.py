@@ -22,6 +22,7 @@ def tls_settings() -> TlsSettings:
         key_file=settings.EXTENDER_TLS_KEY_FILE,
         client_ca_file=settings.EXTENDER_TLS_CLIENT_CA_FILE,
         client_names=names,
+        crl_file=settings.EXTENDER_TLS_CRL_FILE,
     )
     problems = tls.problems()
     if problems:

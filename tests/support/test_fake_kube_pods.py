@@ -176,7 +176,8 @@ def test_eviction_a_budget_forbids_is_429(kube: FakeKubeServer, v1: client.CoreV
     assert status["details"]["causes"] == [
         {
             "reason": "DisruptionBudget",
-            "message": "The disruption budget checkout-pdb needs 2 healthy pods and has 2 currently",
+            "message": "The disruption budget checkout-pdb needs 2 healthy pods and has 2 "
+            "currently",
         }
     ]
     assert len(kube.pods()) == 2

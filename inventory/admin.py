@@ -115,7 +115,10 @@ class ClusterAdmin(ServiceWriteMixin, ClusterAdminExtras):
                 )
             },
         ),
-        ("Extender behaviour", {"fields": ("unknown_node_action", "bind_enabled")}),
+        (
+            "Extender behaviour",
+            {"fields": ("unknown_node_action", "bind_enabled", "requeue_pending")},
+        ),
         ("Sync status", {"fields": SYNC_STATUS_FIELDS}),
     )
 

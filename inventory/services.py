@@ -37,6 +37,7 @@ CLUSTER_FIELDS = (
     "unknown_node_action",
     "is_default",
     "bind_enabled",
+    "requeue_pending",
 )
 # Fields compared to decide whether a stored node changed (resourceVersion alone does not count).
 NODE_COMPARED_FIELDS = (
@@ -81,7 +82,7 @@ def clean_cluster(data: Mapping[str, Any]) -> dict:
     interval = data.get("sync_interval_seconds", 300)
     if isinstance(interval, bool) or not isinstance(interval, int) or interval < 10:
         errors["sync_interval_seconds"] = ["Must be an integer of at least 10 seconds."]
-    for flag in ("in_cluster", "sync_enabled", "is_default", "bind_enabled"):
+    for flag in ("in_cluster", "sync_enabled", "is_default", "bind_enabled", "requeue_pending"):
         if flag in data and not isinstance(data[flag], bool):
             errors[flag] = ["Must be a boolean."]
     if errors:

@@ -77,6 +77,11 @@ class ClusterSerializer(ContentSerializer):
         required=False, default=False, help_text="Served at /extender/<verb>; at most one."
     )
     bind_enabled = serializers.BooleanField(required=False, default=False)
+    requeue_pending = serializers.BooleanField(
+        required=False,
+        default=True,
+        help_text="After a change frees Pending pods, make kube-scheduler retry them at once.",
+    )
     # Read-only sync status.
     sync_state = serializers.ChoiceField(choices=SyncState.values, read_only=True)
     sync_started_at = serializers.DateTimeField(read_only=True, allow_null=True)

@@ -1,0 +1,182 @@
+"""The portal's verdict on the inventory's pods now: Pending pods with the nodes its policies
+leave them, and running pods on nodes its enforce policies reject.
+
+Judged by the engine (``policies.engine.verdicts``) with the snapshot the extender serves
+(``inventory.hooks.current_snapshot``, which is ``policies.compile.current_snapshot``), so a
+Pending pod's ``passing`` and ``reasons`` are what ``/filter`` and ``POST /api/v1/simulate/``
+answer for it. The API, the console and the requeue loop all read these.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from inventory.hooks import current_snapshot, rule_in_effect_since
+from inventory.models import Cluster
+from inventory.pod_queries import bound_pods, pending_pods
+from policies.engine.pods import PodFacts
+from policies.engine.snapshot import ClusterSnapshot
+from policies.engine.verdicts import judge_bound, judge_pending, rejecting_nodes
+
+# Node names per query when reading the pods of the rejecting nodes.
+_NODE_CHUNK = 2000
+PENDING_FIELDS = (
+    "pk",
+    "namespace",
+    "name",
+    "uid",
+    "labels",
+    "owner_kind",
+    "owner_name",
+    "scheduler_name",
+    "scheduled_message",
+    "scheduled_since",
+    "created_at",
+)
+
+
+@dataclass
+class PendingRow:
+    namespace: str
+    name: str
+    uid: str
+    labels: dict[str, str]
+    owner: str
+    scheduler_name: str
+    since: datetime | None
+    scheduler_message: str
+    passing: int
+    nodes: int
+    reasons: dict[str, int]
+
+    @property
+    def held(self) -> bool:
+        """The portal's enforce policies leave this pod no node."""
+        return self.nodes > 0 and self.passing == 0
+
+    @property
+    def first_reason(self) -> str:
+        """The reason that rejects most nodes (the group the Pending page shows it in)."""
+        if not self.reasons:
+            return ""
+        return sorted(self.reasons.items(), key=lambda item: (-item[1], item[0]))[0][0]
+
+
+@dataclass
+class PendingReport:
+    cluster: str
+    revision: int
+    rows: list[PendingRow]
+    # reason -> pods held by it (their first reason), for the page's groups.
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def held(self) -> int:
+        return sum(1 for row in self.rows if row.held)
+
+
+@dataclass
+class ViolationRow:
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    labels: dict[str, str]
+    owner: str
+    reasons: list[str]
+    since_version: int | None
+    since: datetime | None
+
+
+def _cluster_snapshot(cluster: Cluster) -> tuple[int, ClusterSnapshot | None]:
+    snapshot = current_snapshot()
+    return snapshot.revision, snapshot.clusters.get(cluster.name)
+
+
+def _owner(kind: str, name: str) -> str:
+    return f"{kind}/{name}" if kind and name else ""
+
+
+def pending_report(cluster: Cluster, *, namespace: str | None = None) -> PendingReport:
+    """Every Pending pod of ``cluster`` (optionally of one namespace) with its verdict now."""
+    revision, target = _cluster_snapshot(cluster)
+    pods = pending_pods(cluster)
+    if namespace:
+        pods = pods.filter(namespace=namespace)
+    rows = list(pods.values_list(*PENDING_FIELDS))
+    facts = [PodFacts(namespace=r[1], name=r[2], uid=r[3], labels=r[4] or {}) for r in rows]
+    verdicts = judge_pending(target, facts) if target is not None else []
+    out = []
+    for i, row in enumerate(rows):
+        verdict = verdicts[i] if verdicts else None
+        out.append(
+            PendingRow(
+                namespace=row[1],
+                name=row[2],
+                uid=row[3],
+                labels=row[4] or {},
+                owner=_owner(row[5], row[6]),
+                scheduler_name=row[7],
+                since=row[9] or row[10],
+                scheduler_message=row[8],
+                passing=len(verdict.passing) if verdict else 0,
+                nodes=verdict.nodes if verdict else 0,
+                reasons=dict(verdict.reasons) if verdict else {},
+            )
+        )
+    by_reason = Counter(row.first_reason for row in out if row.held)
+    return PendingReport(cluster.name, revision, out, dict(by_reason.most_common()))
+
+
+def violations(cluster: Cluster, *, namespace: str | None = None) -> list[ViolationRow]:
+    """Pods bound to nodes that the enabled enforce policies selecting them now reject."""
+    _, target = _cluster_snapshot(cluster)
+    if target is None:
+        return []
+    nodes = sorted(rejecting_nodes(target))
+    if not nodes:
+        return []
+    found: list[ViolationRow] = []
+    since_cache: dict[tuple[str, str], Any] = {}
+    for start in range(0, len(nodes), _NODE_CHUNK):
+        pods = bound_pods(cluster).filter(node_name__in=nodes[start : start + _NODE_CHUNK])
+        if namespace:
+            pods = pods.filter(namespace=namespace)
+        rows = list(
+            pods.values_list(
+                "namespace", "name", "uid", "labels", "node_name", "owner_kind", "owner_name"
+            )
+        )
+        judged = judge_bound(
+            target,
+            [
+                (PodFacts(namespace=r[0], name=r[1], uid=r[2], labels=r[3] or {}), r[4])
+                for r in rows
+            ],
+        )
+        for row, violation in zip(rows, judged, strict=True):
+            if violation is None:
+                continue
+            first = violation.rules[0]
+            policy, _, rule = first.partition("/")
+            if (policy, rule) not in since_cache:
+                since_cache[(policy, rule)] = rule_in_effect_since(policy, rule)
+            since = since_cache[(policy, rule)]
+            found.append(
+                ViolationRow(
+                    namespace=row[0],
+                    name=row[1],
+                    uid=row[2],
+                    node=row[4],
+                    labels=row[3] or {},
+                    owner=_owner(row[5], row[6]),
+                    reasons=list(violation.rules),
+                    since_version=since[0] if since else None,
+                    since=since[1] if since else None,
+                )
+            )
+    found.sort(key=lambda v: (v.namespace, v.name))
+    return found

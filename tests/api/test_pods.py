@@ -30,7 +30,8 @@ def pod(namespace: str, name: str, node: str = "", **labels: str) -> dict[str, A
                 "type": "PodScheduled",
                 "status": "False",
                 "reason": "Unschedulable",
-                "message": "0/3 nodes are available: 2 gpu-only/label: nvidia.com/gpu.product In [A100].",
+                "message": "0/3 nodes are available: 2 gpu-only/label: "
+                "nvidia.com/gpu.product In [A100].",
                 "lastTransitionTime": "2026-12-01T10:00:00Z",
             }
         ]

@@ -264,6 +264,10 @@ EXTENDER_MAX_CONNECTIONS_PER_CLIENT = env_int("EXTENDER_MAX_CONNECTIONS_PER_CLIE
 # A sync that would remove more than this share of a cluster's nodes (always: all of them) is
 # held for an operator's confirmation instead of applied (inventory.guard).
 INVENTORY_MAX_REMOVAL_SHARE = float(os.environ.get("INVENTORY_MAX_REMOVAL_SHARE", "0.5"))
+# Evictions people ask for (the Violations page): at most this many a minute per cluster
+# (0: no cap), this many seconds apart (inventory.evict).
+EVICTIONS_PER_MINUTE = env_int("EVICTIONS_PER_MINUTE", 30)
+EVICTION_INTERVAL_SECONDS = float(os.environ.get("EVICTION_INTERVAL_SECONDS", "0.2"))
 # HTTPS for the extender's own server: its certificate and key, and the CA that signs the
 # client certificates it then requires (kube-scheduler's tlsConfig certFile/keyFile),
 # optionally narrowed to certificates with one of these comma-separated common or DNS names.

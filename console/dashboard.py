@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from core.models import AuditEntry
 from extender.models import Decision
+from console.pod_cards import PodCard, pod_cards
 from inventory.models import Cluster, ClusterSource, Node, SyncState
 from inventory.sync import describe_inventory_age, inventory_age_seconds
 from policies.expectations import current_outcomes
@@ -63,6 +64,8 @@ class Dashboard:
     problems: list[Problem] = field(default_factory=list)
     # Every enabled expectation's outcome per cluster (name, cluster, ok, message).
     expectations: list[dict] = field(default_factory=list)
+    # Per cluster with a pod inventory: Pending pods held, violations (console.pod_cards).
+    pods: list[PodCard] = field(default_factory=list)
 
     @property
     def expectations_failing(self) -> list[dict]:
@@ -258,4 +261,5 @@ def build(now: datetime | None = None) -> Dashboard:
         top_rules=top_rules,
         hourly=hourly,
         problems=problems(rows, expectations),
+        pods=pod_cards(),
     )

@@ -158,7 +158,5 @@ def pods_evict(
 def stored_pods(cluster: Cluster, keys: list[tuple[str, str]]) -> list[Pod]:
     """The inventory's records of ``keys`` that exist, in the order given."""
     names = {name for _, name in keys}
-    found = {
-        (p.namespace, p.name): p for p in Pod.objects.filter(cluster=cluster, name__in=names)
-    }
+    found = {(p.namespace, p.name): p for p in Pod.objects.filter(cluster=cluster, name__in=names)}
     return [found[key] for key in keys if key in found]

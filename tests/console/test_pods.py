@@ -127,3 +127,24 @@ def test_eviction_is_shown_confirmed_and_respects_a_budget(
     assert "needs 3 healthy pods and has 3 currently" in text
     assert [e.code for e in server.evictions] == [429]
     assert len(server.pods()) == 3
+
+
+@pytest.mark.usefixtures("demo")
+def test_dashboard_card_counts_held_pods_and_violations() -> None:
+    html = client_for("viewer").get("/admin/").content.decode()
+    assert '<th scope="row">demo</th>' in html
+    assert "/admin/pending/?cluster=demo" in html
+    assert '8 (<span class="console-bad">5 held</span>)' in html
+    assert '/admin/violations/?cluster=demo"><span class="console-bad">1</span>' in html
+
+
+@pytest.mark.usefixtures("demo")
+def test_node_page_lists_its_pods_and_what_they_request() -> None:
+    from inventory.models import Node
+
+    node = Node.objects.get(name="demo-gpu-a100-1a-01")
+    html = client_for("viewer").get(f"/admin/inventory/node/{node.pk}/change/").content.decode()
+    assert "Pods on this node" in html
+    assert "ml/train-" in html
+    assert "nvidia.com/gpu 8 of 8" in html
+    assert "1 pods;" in html

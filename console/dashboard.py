@@ -17,9 +17,9 @@ from django.db.models.functions import TruncHour
 from django.urls import reverse
 from django.utils import timezone
 
+from console.pod_cards import PodCard, pod_cards
 from core.models import AuditEntry
 from extender.models import Decision
-from console.pod_cards import PodCard, pod_cards
 from inventory.models import Cluster, ClusterSource, Node, SyncState
 from inventory.sync import describe_inventory_age, inventory_age_seconds
 from policies.expectations import current_outcomes

@@ -171,3 +171,42 @@ def test_no_enforce_rule_rejects_a_node_reads_no_pod(
 
     with django_assert_max_num_queries(3):
         assert violations(pod_world) == []
+
+
+def test_preview_and_apply_dry_run_count_real_pods(editor, pod_world: Cluster) -> None:
+    # Tighten gpu-only to zone b: train-0/1 lose gpu-1 (zone a) and gain nothing; infer-1
+    # (on gpu-1, zone a) would run on a rejected node, infer-0 (on gpu-2, T4) too.
+    draft = policy_data(
+        filter_rules=[
+            {
+                "kind": "label",
+                "key": "nvidia.com/gpu.product",
+                "operator": "In",
+                "values": ["A100"],
+            },
+            {"kind": "label", "key": "zone", "operator": "In", "values": ["b"]},
+        ]
+    )
+    preview = editor.post("/api/v1/policies/preview/", draft, format="json").json()
+    (entry,) = [c for c in preview["clusters"] if c["cluster"] == "prod"]
+    assert entry["pods"] == entry["pods"] | {
+        "selected": 4,
+        "running_rejected": 2,
+        "pending_gain": 0,
+        "pending_lose": 2,
+        "pending": 2,
+    }
+    assert entry["pods"]["summary"].startswith("of the 4 pods in the inventory this policy")
+    # Loosening it to any GPU frees gpu-2 for the Pending ml pods.
+    loose = policy_data(
+        filter_rules=[{"kind": "label", "key": "nvidia.com/gpu.product", "operator": "Exists"}]
+    )
+    entry = editor.post("/api/v1/policies/preview/", loose, format="json").json()["clusters"][0]
+    assert (entry["pods"]["pending_gain"], entry["pods"]["pending_lose"]) == (2, 0)
+    assert entry["pods"]["running_rejected"] == 0
+    plan = editor.post(
+        "/api/v1/apply/?dry_run=true",
+        {"apiVersion": "portal/v1", "kind": "PolicySet", "policies": [loose]},
+        format="json",
+    ).json()
+    assert '"pending_gain": 2' in str(plan).replace("'", '"')

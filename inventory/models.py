@@ -226,6 +226,8 @@ class PodInventory(models.Model):
     current_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     pods_seen = models.PositiveIntegerField(default=0)
+    # +1 on every write of the cluster's pods: what cached verdicts are keyed by.
+    changes = models.PositiveBigIntegerField(default=0)
     # The last nudge that made kube-scheduler retry freed Pending pods.
     nudged_at = models.DateTimeField(null=True, blank=True)
     nudged_pods = models.PositiveIntegerField(default=0)

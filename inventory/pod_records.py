@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -64,7 +64,8 @@ class PodRecord:
 
     def columns(self) -> dict[str, Any]:
         """The model's fields, by name."""
-        return dict(zip(RECORD_FIELDS, astuple(self), strict=True))
+        # Not dataclasses.astuple: it deep-copies every dict and list (seconds at 150,000).
+        return {name: getattr(self, name) for name in RECORD_FIELDS}
 
 
 RECORD_FIELDS = tuple(f.name for f in fields(PodRecord))
@@ -229,6 +230,66 @@ class _PodList(msgspec.Struct):
 _pod_list_decoder = msgspec.json.Decoder(_PodList)
 
 
+def _containers(containers: list[_Container] | None) -> list[dict[str, Any]] | None:
+    if containers is None:
+        return None
+    return [
+        {"resources": c.resources, "ports": c.ports, "restartPolicy": c.restartPolicy}
+        for c in containers
+    ]
+
+
+def _as_dict(item: _Pod) -> dict[str, Any]:
+    """The decoded subset as the v1 Pod dict ``pod_record`` reads (cheaper than
+    ``msgspec.to_builtins``, which walks every value again)."""
+    out: dict[str, Any] = {}
+    m = item.metadata
+    if m is not None:
+        out["metadata"] = {
+            "name": m.name,
+            "namespace": m.namespace,
+            "uid": m.uid,
+            "resourceVersion": m.resourceVersion,
+            "creationTimestamp": m.creationTimestamp,
+            "deletionTimestamp": m.deletionTimestamp,
+            "labels": m.labels,
+            "ownerReferences": [
+                {"kind": o.kind, "name": o.name, "controller": o.controller}
+                for o in m.ownerReferences or ()
+            ],
+        }
+    s = item.spec
+    if s is not None:
+        out["spec"] = {
+            "nodeName": s.nodeName,
+            "schedulerName": s.schedulerName,
+            "priority": s.priority,
+            "containers": _containers(s.containers),
+            "initContainers": _containers(s.initContainers),
+            "overhead": s.overhead,
+            "resources": s.resources,
+            "tolerations": s.tolerations,
+            "nodeSelector": s.nodeSelector,
+            "affinity": s.affinity,
+        }
+    st = item.status
+    if st is not None:
+        out["status"] = {
+            "phase": st.phase,
+            "conditions": [
+                {
+                    "type": c.type,
+                    "status": c.status,
+                    "reason": c.reason,
+                    "message": c.message,
+                    "lastTransitionTime": c.lastTransitionTime,
+                }
+                for c in st.conditions or ()
+            ],
+        }
+    return out
+
+
 def decode_pod_list(raw: bytes) -> tuple[list[PodRecord], str, str | None, int]:
     """(records, list resourceVersion, continue token, items unusable) of one PodList page."""
     try:
@@ -240,7 +301,7 @@ def decode_pod_list(raw: bytes) -> tuple[list[PodRecord], str, str | None, int]:
     records: list[PodRecord] = []
     skipped = 0
     for item in page.items or ():
-        record = pod_record(msgspec.to_builtins(item))
+        record = pod_record(_as_dict(item))
         if record is None:
             skipped += 1
         else:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+import orjson
+from django.db import connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -24,7 +25,6 @@ from inventory.pod_records import RECORD_FIELDS, PodRecord
 BATCH = 1000
 # Keys looked up by name in one query; a relist reads the whole cluster instead.
 _KEY_QUERY_LIMIT = 2000
-_UPDATED_FIELDS = [f for f in RECORD_FIELDS if f not in ("namespace", "name")] + ["last_seen"]
 
 
 @dataclass
@@ -69,6 +69,10 @@ def pods_apply(
     cluster's complete pod list and stored pods absent from it leave; callers pass it only
     after a complete, successful list. A record whose resourceVersion equals the stored one is
     unchanged (the API server changes it on every write) and is not written.
+
+    A changed pod's row is replaced (deleted and inserted again): nothing refers to pod rows,
+    and one DELETE plus one INSERT (COPY on PostgreSQL) per batch is many times cheaper than
+    an UPDATE per row or Django's ``bulk_update`` (a CASE per column and row).
     """
     live: dict[tuple[str, str], PodRecord] = {}
     gone: set[tuple[str, str]] = set(deleted)
@@ -80,35 +84,76 @@ def pods_apply(
             live[record.key] = record
             gone.discard(record.key)
     stored = _stored(cluster, None if replace else [*live, *gone])
-    now = timezone.now()
-    to_create: list[Pod] = []
-    to_update: list[Pod] = []
+    to_write: list[PodRecord] = []
+    replaced: list[int] = []
     for key, record in live.items():
         entry = stored.get(key)
         if entry is None:
-            to_create.append(Pod(cluster=cluster, last_seen=now, **record.columns()))
+            to_write.append(record)
         elif not record.resource_version or entry[1] != record.resource_version:
-            to_update.append(Pod(pk=entry[0], cluster=cluster, last_seen=now, **record.columns()))
-        if len(to_create) >= BATCH:
-            Pod.objects.bulk_create(to_create, batch_size=BATCH)
-            to_create.clear()
-    Pod.objects.bulk_create(to_create, batch_size=BATCH)
-    for start in range(0, len(to_update), BATCH):
-        Pod.objects.bulk_update(to_update[start : start + BATCH], _UPDATED_FIELDS)
+            to_write.append(record)
+            replaced.append(entry[0])
     if replace:
         gone |= stored.keys() - live.keys()
     removed = [stored[key][0] for key in gone if key in stored]
-    for start in range(0, len(removed), BATCH):
-        Pod.objects.filter(pk__in=removed[start : start + BATCH]).delete()
-    created = sum(1 for key in live if key not in stored)
+    doomed = removed + replaced
+    for start in range(0, len(doomed), BATCH):
+        Pod.objects.filter(pk__in=doomed[start : start + BATCH]).delete()
+    _insert(cluster, to_write)
     result = PodApplyResult(
-        seen=len(live), added=created, changed=len(to_update), removed=len(removed)
+        seen=len(live),
+        added=len(to_write) - len(replaced),
+        changed=len(replaced),
+        removed=len(removed),
     )
     if replace:
         pod_inventory_listed(cluster, resource_version=resource_version, seen=len(live))
     elif resource_version:
         pod_inventory_watched(cluster, resource_version=resource_version)
+    if result.wrote:
+        PodInventory.objects.get_or_create(cluster=cluster)
+        PodInventory.objects.filter(cluster=cluster).update(changes=F("changes") + 1)
     return result
+
+
+_JSON_COLUMNS = frozenset(
+    f.name for f in Pod._meta.concrete_fields if isinstance(f, models.JSONField)
+)
+_INSERT_COLUMNS = ("cluster_id", *RECORD_FIELDS, "last_seen")
+
+
+def _insert(cluster: Cluster, records: list[PodRecord]) -> None:
+    """Insert pod rows: COPY on PostgreSQL (150,000 rows in seconds), bulk INSERTs elsewhere."""
+    if not records:
+        return
+    now = timezone.now()
+    if connection.vendor != "postgresql":
+        for start in range(0, len(records), BATCH):
+            Pod.objects.bulk_create(
+                [
+                    Pod(cluster=cluster, last_seen=now, **r.columns())
+                    for r in records[start : start + BATCH]
+                ]
+            )
+        return
+    table = Pod._meta.db_table
+    columns = ", ".join(
+        connection.ops.quote_name(Pod._meta.get_field(c.removesuffix("_id")).column)
+        for c in _INSERT_COLUMNS
+    )
+    json_at = [i for i, name in enumerate(RECORD_FIELDS) if name in _JSON_COLUMNS]
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(
+            f"COPY {connection.ops.quote_name(table)} ({columns}) FROM STDIN"
+        ) as copy,
+    ):
+        for record in records:
+            values = [getattr(record, name) for name in RECORD_FIELDS]
+            for i in json_at:
+                if values[i] is not None:
+                    values[i] = orjson.dumps(values[i]).decode()
+            copy.write_row((cluster.pk, *values, now))
 
 
 def _inventory_update(cluster: Cluster, **fields: Any) -> None:

@@ -9,17 +9,21 @@ answer for it. The API, the console and the requeue loop all read these.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
+
 from inventory.hooks import current_snapshot, rule_in_effect_since
-from inventory.models import Cluster
+from inventory.models import Cluster, PodInventory
 from inventory.pod_queries import bound_pods, pending_pods
 from policies.engine.pods import PodFacts
 from policies.engine.snapshot import ClusterSnapshot
-from policies.engine.verdicts import judge_bound, judge_pending, rejecting_nodes
+from policies.engine.verdicts import judge_bound, judge_pending, rejecting_scope
 
 # Node names per query when reading the pods of the rejecting nodes.
 _NODE_CHUNK = 2000
@@ -131,20 +135,63 @@ def pending_report(cluster: Cluster, *, namespace: str | None = None) -> Pending
     return PendingReport(cluster.name, revision, out, dict(by_reason.most_common()))
 
 
+# cluster pk -> (snapshot revision, pod inventory changes, when computed, rows)
+_violations_cache: dict[int, tuple[int, int, float, list[ViolationRow]]] = {}
+_cache_lock = threading.Lock()
+
+
+def forget_verdicts() -> None:
+    """Drop the cached violations (tests: cluster ids and revisions repeat across them)."""
+    with _cache_lock:
+        _violations_cache.clear()
+
+
+def _pod_changes(cluster: Cluster) -> int:
+    return (
+        PodInventory.objects.filter(cluster=cluster).values_list("changes", flat=True).first() or 0
+    )
+
+
 def violations(cluster: Cluster, *, namespace: str | None = None) -> list[ViolationRow]:
-    """Pods bound to nodes that the enabled enforce policies selecting them now reject."""
-    _, target = _cluster_snapshot(cluster)
+    """Pods bound to nodes that the enabled enforce policies selecting them now reject.
+
+    Kept per process for the snapshot revision and the pod inventory's changes it was
+    computed for; while pods keep changing, a result up to ``POD_VERDICT_MAX_AGE_SECONDS`` old
+    is reused (a policy change always recomputes), so a page under heavy pod churn does not
+    judge the whole inventory on every load.
+    """
+    revision, target = _cluster_snapshot(cluster)
     if target is None:
         return []
-    nodes = sorted(rejecting_nodes(target))
-    if not nodes:
+    changes = _pod_changes(cluster)
+    cached = _violations_cache.get(cluster.pk)
+    now = time.monotonic()
+    if (
+        cached is not None
+        and cached[0] == revision
+        and (cached[1] == changes or now - cached[2] < settings.POD_VERDICT_MAX_AGE_SECONDS)
+    ):
+        rows = cached[3]
+    else:
+        rows = _judge_violations(cluster, target)
+        with _cache_lock:
+            _violations_cache[cluster.pk] = (revision, changes, now, rows)
+    if namespace:
+        rows = [row for row in rows if row.namespace == namespace]
+    return rows
+
+
+def _judge_violations(cluster: Cluster, target: ClusterSnapshot) -> list[ViolationRow]:
+    scope = rejecting_scope(target)
+    if not scope.nodes:
         return []
+    nodes = sorted(scope.nodes)
     found: list[ViolationRow] = []
     since_cache: dict[tuple[str, str], Any] = {}
     for start in range(0, len(nodes), _NODE_CHUNK):
         pods = bound_pods(cluster).filter(node_name__in=nodes[start : start + _NODE_CHUNK])
-        if namespace:
-            pods = pods.filter(namespace=namespace)
+        if scope.namespaces is not None:
+            pods = pods.filter(namespace__in=sorted(scope.namespaces))
         rows = list(
             pods.values_list(
                 "namespace", "name", "uid", "labels", "node_name", "owner_kind", "owner_name"
@@ -160,8 +207,7 @@ def violations(cluster: Cluster, *, namespace: str | None = None) -> list[Violat
         for row, violation in zip(rows, judged, strict=True):
             if violation is None:
                 continue
-            first = violation.rules[0]
-            policy, _, rule = first.partition("/")
+            policy, _, rule = violation.rules[0].partition("/")
             if (policy, rule) not in since_cache:
                 since_cache[(policy, rule)] = rule_in_effect_since(policy, rule)
             since = since_cache[(policy, rule)]

@@ -71,16 +71,36 @@ def judge_pending(cluster: ClusterSnapshot, pods: Iterable[PodFacts]) -> list[Pe
     return verdicts
 
 
-def rejecting_nodes(cluster: ClusterSnapshot) -> frozenset[str]:
-    """Nodes that at least one enforce policy of the cluster rejects for the pods it selects:
-    only pods on these can be violations (the rest need not be read)."""
+@dataclass(frozen=True, slots=True)
+class RejectingScope:
+    """Where violations can be: pods of ``namespaces`` (None: every namespace) on ``nodes``."""
+
+    namespaces: frozenset[str] | None
+    nodes: frozenset[str]
+
+
+def rejecting_scope(cluster: ClusterSnapshot) -> RejectingScope:
+    """The nodes some enforce policy of the cluster rejects for the pods it selects, and the
+    namespaces those policies select in: only pods there can be violations, so the rest need
+    not be read."""
     evaluator = cluster.evaluator
-    found: set[str] = set()
+    nodes: set[str] = set()
+    namespaces: set[str] | None = set()
     for position, policy in enumerate(evaluator.policies):
-        if policy.enforce and policy.filters:
-            table = evaluator.table((position,))
-            found.update(name for name, reason in table.reject.items() if reason is not None)
-    return frozenset(found)
+        if not (policy.enforce and policy.filters):
+            continue
+        table = evaluator.table((position,))
+        rejected = [name for name, reason in table.reject.items() if reason is not None]
+        if not rejected:
+            continue
+        nodes.update(rejected)
+        if not policy.namespaces:
+            namespaces = None
+        elif namespaces is not None:
+            namespaces.update(policy.namespaces)
+    return RejectingScope(
+        frozenset(namespaces) if namespaces is not None else None, frozenset(nodes)
+    )
 
 
 def judge_bound(

@@ -210,3 +210,19 @@ def test_preview_and_apply_dry_run_count_real_pods(editor, pod_world: Cluster) -
         format="json",
     ).json()
     assert '"pending_gain": 2' in str(plan).replace("'", '"')
+
+
+def test_violations_are_reused_while_pods_churn_but_not_across_a_policy_change(
+    viewer, pod_world: Cluster, settings
+) -> None:
+    settings.POD_VERDICT_MAX_AGE_SECONDS = 60
+    first = viewer.get("/api/v1/clusters/prod/violations/").json()["results"]
+    assert [r["name"] for r in first] == ["infer-0"]
+    load_pods(pod_world, [pod("shop", "web-1", node="cpu-1")])  # infer-0 leaves
+    # Within the reuse window the result is the one computed a moment ago...
+    again = viewer.get("/api/v1/clusters/prod/violations/").json()["results"]
+    assert [r["name"] for r in again] == ["infer-0"]
+    # ... but a policy change is judged at once.
+    policy = Policy.objects.get(name="gpu-only")
+    policy_update(actor=None, policy=policy, data=policy_data(description="touched"))
+    assert viewer.get("/api/v1/clusters/prod/violations/").json()["results"] == []

@@ -412,9 +412,7 @@ def main() -> None:
         "server in another, the official kubernetes client between them. The pages are timed "
         "in the benchmark's process through Django's test client (no network): the first "
         "load after a policy change (snapshot and verdicts built again), then the median of 5 "
-        "loads.\n\n"
-        + table
-        + "\n"
+        "loads.\n\n" + table + "\n"
     )
     print(f"\nwritten to {out / 'pods.md'} (database: {db_note})")
 

@@ -122,6 +122,11 @@ _JSON_COLUMNS = frozenset(
 _INSERT_COLUMNS = ("cluster_id", *RECORD_FIELDS, "last_seen")
 
 
+def _insert_db_columns() -> list[str]:
+    by_name = {f.name: str(f.column) for f in Pod._meta.concrete_fields}
+    return [by_name[name.removesuffix("_id")] for name in _INSERT_COLUMNS]
+
+
 def _insert(cluster: Cluster, records: list[PodRecord]) -> None:
     """Insert pod rows: COPY on PostgreSQL (150,000 rows in seconds), bulk INSERTs elsewhere."""
     if not records:
@@ -137,10 +142,7 @@ def _insert(cluster: Cluster, records: list[PodRecord]) -> None:
             )
         return
     table = Pod._meta.db_table
-    columns = ", ".join(
-        connection.ops.quote_name(Pod._meta.get_field(c.removesuffix("_id")).column)
-        for c in _INSERT_COLUMNS
-    )
+    columns = ", ".join(connection.ops.quote_name(column) for column in _insert_db_columns())
     json_at = [i for i, name in enumerate(RECORD_FIELDS) if name in _JSON_COLUMNS]
     with (
         connection.cursor() as cursor,

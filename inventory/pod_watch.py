@@ -113,7 +113,9 @@ class PodWatcher(ResourceWatcher):
         resource_version = ""
         for event in batch:
             obj = event.get("raw_object")
-            metadata = obj.get("metadata") if isinstance(obj, dict) else None
+            if not isinstance(obj, dict):
+                continue
+            metadata = obj.get("metadata")
             if not isinstance(metadata, dict):
                 continue
             if metadata.get("resourceVersion"):
@@ -121,7 +123,7 @@ class PodWatcher(ResourceWatcher):
             namespace, name = metadata.get("namespace"), metadata.get("name")
             kind = event.get("type")
             if kind in ("ADDED", "MODIFIED", "DELETED") and namespace and name:
-                latest[(str(namespace), str(name))] = (str(kind), obj)  # type: ignore[arg-type]
+                latest[(str(namespace), str(name))] = (str(kind), obj)
         cluster = self._cluster
         if cluster is None:
             raise RuntimeError("events arrived before the watcher loaded its cluster")

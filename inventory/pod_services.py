@@ -47,7 +47,11 @@ def _stored(cluster: Cluster, keys: Iterable[tuple[str, str]] | None) -> dict[tu
         if not wanted:
             return {}
         if len(wanted) <= _KEY_QUERY_LIMIT:
-            rows = rows.filter(name__in={name for _, name in wanted})
+            # Both columns, so the (cluster, namespace, name) unique index answers it.
+            rows = rows.filter(
+                namespace__in={namespace for namespace, _ in wanted},
+                name__in={name for _, name in wanted},
+            )
         found = rows.values_list("namespace", "name", "pk", "resource_version")
         return {(ns, n): (pk, rv) for ns, n, pk, rv in found.iterator(5000) if (ns, n) in wanted}
     found = rows.values_list("namespace", "name", "pk", "resource_version")

@@ -2,7 +2,8 @@
 # `make run`: prepare the local state (var/, secret key, database, static files, demo data, the
 # admin account), then run the web (gunicorn: admin and API), the extender's own server (its
 # own port, so people's traffic never occupies kube-scheduler's), a Celery worker, Celery beat
-# and the watcher (node and pod inventories, requeue after a change) in the foreground. Ctrl-C stops them all.
+# and the watcher (node and pod inventories, requeue after a change) in the foreground. Ctrl-C
+# stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

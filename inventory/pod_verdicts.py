@@ -17,16 +17,17 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q, TextField
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
 from inventory.hooks import current_snapshot, rule_in_effect_since
 from inventory.models import Cluster, PodInventory
 from inventory.pod_queries import bound_pods, pending_pods
 from policies.engine.pods import PodFacts
 from policies.engine.snapshot import ClusterSnapshot
-from policies.engine.verdicts import judge_bound, judge_pending, rejecting_scope
+from policies.engine.verdicts import RejectingScope, judge_bound, judge_pending, rejecting_scopes
 
-# Node names per query when reading the pods of the rejecting nodes.
-_NODE_CHUNK = 2000
 PENDING_FIELDS = (
     "pk",
     "namespace",
@@ -105,12 +106,23 @@ def _owner(kind: str, name: str) -> str:
 
 
 def pending_report(cluster: Cluster, *, namespace: str | None = None) -> PendingReport:
-    """Every Pending pod of ``cluster`` (optionally of one namespace) with its verdict now."""
+    """Every Pending pod of ``cluster`` (optionally of one namespace) with its verdict now
+    (computed as ``_cached`` says)."""
     revision, target = _cluster_snapshot(cluster)
-    pods = pending_pods(cluster)
+    report: PendingReport = _cached(
+        "pending", cluster, revision, lambda: _judge_pending(cluster, revision, target)
+    )
     if namespace:
-        pods = pods.filter(namespace=namespace)
-    rows = list(pods.values_list(*PENDING_FIELDS))
+        rows = [row for row in report.rows if row.namespace == namespace]
+        by_reason = Counter(row.first_reason for row in rows if row.held)
+        report = PendingReport(report.cluster, revision, rows, dict(by_reason.most_common()))
+    return report
+
+
+def _judge_pending(
+    cluster: Cluster, revision: int, target: ClusterSnapshot | None
+) -> PendingReport:
+    rows = list(pending_pods(cluster).values_list(*PENDING_FIELDS))
     facts = [PodFacts(namespace=r[1], name=r[2], uid=r[3], labels=r[4] or {}) for r in rows]
     verdicts = judge_pending(target, facts) if target is not None else []
     out = []
@@ -135,15 +147,34 @@ def pending_report(cluster: Cluster, *, namespace: str | None = None) -> Pending
     return PendingReport(cluster.name, revision, out, dict(by_reason.most_common()))
 
 
-# cluster pk -> (snapshot revision, pod inventory changes, when computed, rows)
-_violations_cache: dict[int, tuple[int, int, float, list[ViolationRow]]] = {}
+# (what, cluster pk) -> (snapshot revision, pod inventory changes, when computed, result)
+_cache: dict[tuple[str, int], tuple[int, int, float, Any]] = {}
 _cache_lock = threading.Lock()
+
+
+def _cached(what: str, cluster: Cluster, revision: int, compute: Any) -> Any:
+    """``compute()`` once per snapshot revision and pod inventory change; while pods keep
+    changing, a result up to ``POD_VERDICT_MAX_AGE_SECONDS`` old is reused (a policy change
+    always recomputes), so pages under heavy pod churn do not judge everything on each load."""
+    changes = _pod_changes(cluster)
+    cached = _cache.get((what, cluster.pk))
+    now = time.monotonic()
+    if (
+        cached is not None
+        and cached[0] == revision
+        and (cached[1] == changes or now - cached[2] < settings.POD_VERDICT_MAX_AGE_SECONDS)
+    ):
+        return cached[3]
+    result = compute()
+    with _cache_lock:
+        _cache[(what, cluster.pk)] = (revision, changes, now, result)
+    return result
 
 
 def forget_verdicts() -> None:
     """Drop the cached violations (tests: cluster ids and revisions repeat across them)."""
     with _cache_lock:
-        _violations_cache.clear()
+        _cache.clear()
 
 
 def _pod_changes(cluster: Cluster) -> int:
@@ -153,76 +184,78 @@ def _pod_changes(cluster: Cluster) -> int:
 
 
 def violations(cluster: Cluster, *, namespace: str | None = None) -> list[ViolationRow]:
-    """Pods bound to nodes that the enabled enforce policies selecting them now reject.
-
-    Kept per process for the snapshot revision and the pod inventory's changes it was
-    computed for; while pods keep changing, a result up to ``POD_VERDICT_MAX_AGE_SECONDS`` old
-    is reused (a policy change always recomputes), so a page under heavy pod churn does not
-    judge the whole inventory on every load.
-    """
+    """Pods bound to nodes that the enabled enforce policies selecting them now reject
+    (computed as ``_cached`` says)."""
     revision, target = _cluster_snapshot(cluster)
     if target is None:
         return []
-    changes = _pod_changes(cluster)
-    cached = _violations_cache.get(cluster.pk)
-    now = time.monotonic()
-    if (
-        cached is not None
-        and cached[0] == revision
-        and (cached[1] == changes or now - cached[2] < settings.POD_VERDICT_MAX_AGE_SECONDS)
-    ):
-        rows = cached[3]
-    else:
-        rows = _judge_violations(cluster, target)
-        with _cache_lock:
-            _violations_cache[cluster.pk] = (revision, changes, now, rows)
+    rows: list[ViolationRow] = _cached(
+        "violations", cluster, revision, lambda: _judge_violations(cluster, target)
+    )
     if namespace:
         rows = [row for row in rows if row.namespace == namespace]
     return rows
 
 
+def _scope_filter(scopes: list[RejectingScope]) -> tuple[dict[str, Any], Q]:
+    """Aliases and the condition that keep the pods some scope could hold (labels compared
+    in the database, as text, the key taken whole: dots and slashes are safe)."""
+    names: dict[str, str] = {}
+    condition = Q(pk__in=[])
+    for scope in scopes:
+        part = Q()
+        if scope.nodes is not None:
+            part &= Q(node_name__in=sorted(scope.nodes))
+        if scope.namespaces is not None:
+            part &= Q(namespace__in=sorted(scope.namespaces))
+        for key, value in scope.match_labels:
+            alias = names.get(key)
+            if alias is None:
+                alias = names[key] = f"_label_{len(names)}"
+            part &= Q(**{alias: value})
+        condition |= part
+    aliases = {
+        alias: Cast(KeyTextTransform(key, "labels"), TextField()) for key, alias in names.items()
+    }
+    return aliases, condition
+
+
 def _judge_violations(cluster: Cluster, target: ClusterSnapshot) -> list[ViolationRow]:
-    scope = rejecting_scope(target)
-    if not scope.nodes:
+    scopes = rejecting_scopes(target)
+    if not scopes:
         return []
-    nodes = sorted(scope.nodes)
+    aliases, condition = _scope_filter(scopes)
+    pods = bound_pods(cluster).alias(**aliases).filter(condition)
+    rows = list(
+        pods.values_list(
+            "namespace", "name", "uid", "labels", "node_name", "owner_kind", "owner_name"
+        )
+    )
+    judged = judge_bound(
+        target,
+        [(PodFacts(namespace=r[0], name=r[1], uid=r[2], labels=r[3] or {}), r[4]) for r in rows],
+    )
     found: list[ViolationRow] = []
     since_cache: dict[tuple[str, str], Any] = {}
-    for start in range(0, len(nodes), _NODE_CHUNK):
-        pods = bound_pods(cluster).filter(node_name__in=nodes[start : start + _NODE_CHUNK])
-        if scope.namespaces is not None:
-            pods = pods.filter(namespace__in=sorted(scope.namespaces))
-        rows = list(
-            pods.values_list(
-                "namespace", "name", "uid", "labels", "node_name", "owner_kind", "owner_name"
+    for row, violation in zip(rows, judged, strict=True):
+        if violation is None:
+            continue
+        policy, _, rule = violation.rules[0].partition("/")
+        if (policy, rule) not in since_cache:
+            since_cache[(policy, rule)] = rule_in_effect_since(policy, rule)
+        since = since_cache[(policy, rule)]
+        found.append(
+            ViolationRow(
+                namespace=row[0],
+                name=row[1],
+                uid=row[2],
+                node=row[4],
+                labels=row[3] or {},
+                owner=_owner(row[5], row[6]),
+                reasons=list(violation.rules),
+                since_version=since[0] if since else None,
+                since=since[1] if since else None,
             )
         )
-        judged = judge_bound(
-            target,
-            [
-                (PodFacts(namespace=r[0], name=r[1], uid=r[2], labels=r[3] or {}), r[4])
-                for r in rows
-            ],
-        )
-        for row, violation in zip(rows, judged, strict=True):
-            if violation is None:
-                continue
-            policy, _, rule = violation.rules[0].partition("/")
-            if (policy, rule) not in since_cache:
-                since_cache[(policy, rule)] = rule_in_effect_since(policy, rule)
-            since = since_cache[(policy, rule)]
-            found.append(
-                ViolationRow(
-                    namespace=row[0],
-                    name=row[1],
-                    uid=row[2],
-                    node=row[4],
-                    labels=row[3] or {},
-                    owner=_owner(row[5], row[6]),
-                    reasons=list(violation.rules),
-                    since_version=since[0] if since else None,
-                    since=since[1] if since else None,
-                )
-            )
     found.sort(key=lambda v: (v.namespace, v.name))
     return found

@@ -73,34 +73,36 @@ def judge_pending(cluster: ClusterSnapshot, pods: Iterable[PodFacts]) -> list[Pe
 
 @dataclass(frozen=True, slots=True)
 class RejectingScope:
-    """Where violations can be: pods of ``namespaces`` (None: every namespace) on ``nodes``."""
+    """Where one enforce policy's violations can be: pods of ``namespaces`` (None: every
+    namespace) carrying ``match_labels``, on ``nodes`` (None: any node of the cluster)."""
 
     namespaces: frozenset[str] | None
-    nodes: frozenset[str]
+    match_labels: tuple[tuple[str, str], ...]
+    nodes: frozenset[str] | None
 
 
-def rejecting_scope(cluster: ClusterSnapshot) -> RejectingScope:
-    """The nodes some enforce policy of the cluster rejects for the pods it selects, and the
-    namespaces those policies select in: only pods there can be violations, so the rest need
-    not be read."""
+def rejecting_scopes(cluster: ClusterSnapshot) -> list[RejectingScope]:
+    """Per enforce policy that rejects some node: the pods it could hold in violation. Only
+    pods in one of these scopes need to be read and judged (``judge_bound`` still decides,
+    with every policy that selects the pod)."""
     evaluator = cluster.evaluator
-    nodes: set[str] = set()
-    namespaces: set[str] | None = set()
+    total = len(evaluator.nodes)
+    scopes = []
     for position, policy in enumerate(evaluator.policies):
         if not (policy.enforce and policy.filters):
             continue
         table = evaluator.table((position,))
-        rejected = [name for name, reason in table.reject.items() if reason is not None]
+        rejected = frozenset(name for name, reason in table.reject.items() if reason is not None)
         if not rejected:
             continue
-        nodes.update(rejected)
-        if not policy.namespaces:
-            namespaces = None
-        elif namespaces is not None:
-            namespaces.update(policy.namespaces)
-    return RejectingScope(
-        frozenset(namespaces) if namespaces is not None else None, frozenset(nodes)
-    )
+        scopes.append(
+            RejectingScope(
+                namespaces=policy.namespaces or None,
+                match_labels=policy.selector.match_labels,
+                nodes=None if len(rejected) == total else rejected,
+            )
+        )
+    return scopes
 
 
 def judge_bound(

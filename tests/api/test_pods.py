@@ -226,3 +226,21 @@ def test_violations_are_reused_while_pods_churn_but_not_across_a_policy_change(
     policy = Policy.objects.get(name="gpu-only")
     policy_update(actor=None, policy=policy, data=policy_data(description="touched"))
     assert viewer.get("/api/v1/clusters/prod/violations/").json()["results"] == []
+
+
+def test_violations_read_only_the_pods_a_policy_selects_by_label(
+    viewer, pod_world: Cluster
+) -> None:
+    policy = Policy.objects.get(name="gpu-only")
+    selector = {"namespaces": ["ml"], "match_labels": {"example.com/team.name": "infer"}}
+    policy_update(actor=None, policy=policy, data=policy_data(pod_selector=selector))
+    load_pods(
+        pod_world,
+        [
+            pod("ml", "infer-0", node="gpu-2", **{"example.com/team.name": "infer"}),
+            pod("ml", "other-0", node="gpu-2", **{"example.com/team.name": "other"}),
+            pod("ml", "plain-0", node="gpu-2"),
+        ],
+    )
+    rows = viewer.get("/api/v1/clusters/prod/violations/").json()["results"]
+    assert [r["name"] for r in rows] == ["infer-0"]

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import statistics
 import subprocess
@@ -237,12 +238,14 @@ def main() -> None:
         },
     )
     connection.close()
-    env = {**os.environ, "LOG_LEVEL": "WARNING"}
+    env = {**os.environ, "LOG_LEVEL": "INFO"}
+    watcher_log = workdir / "watcher.log"
     watcher = subprocess.Popen(
         [sys.executable, "manage.py", "watch_nodes", "--cluster", CLUSTER, "--metrics-port", "0"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
+        stderr=watcher_log.open("w"),
     )
     results: dict[str, str] = {}
     try:
@@ -260,6 +263,8 @@ def main() -> None:
             raise SystemExit("the first pod list did not finish in 10 minutes")
         rows = Pod.objects.filter(cluster=cluster).count()
         rss_after_list = vm_hwm_mb(watcher.pid)
+        split = re.search(r"\(list ([0-9.]+)s, store ([0-9.]+)s\)", watcher_log.read_text())
+        list_store = f"list {split.group(1)} s + store {split.group(2)} s" if split else ""
 
         # -- watch lag at RATE events a second --------------------------------------------
         print(
@@ -320,6 +325,16 @@ def main() -> None:
             "Violations page": timed(lambda: get(f"/admin/violations/?cluster={CLUSTER}")),
             "Dashboard (with the pod cards)": timed(lambda: get("/admin/")),
         }
+        import console.dashboard
+
+        cards = console.dashboard.pod_cards
+        console.dashboard.pod_cards = list  # the same page without the Pods card
+        try:
+            page_times["Dashboard without the Pods card (for comparison)"] = timed(
+                lambda: get("/admin/")
+            )
+        finally:
+            console.dashboard.pod_cards = cards
         violations = client.get(
             f"/api/v1/clusters/{CLUSTER}/violations/?limit=1", HTTP_HOST="127.0.0.1"
         ).json()["count"]
@@ -328,6 +343,7 @@ def main() -> None:
         ).json()["count"]
         results = {
             "first": f"{first_list:.1f}",
+            "split": list_store,
             "rows": str(rows),
             "rss_list": f"{rss_after_list:.0f}",
             "rss_peak": f"{rss_peak:.0f}",
@@ -360,8 +376,8 @@ def main() -> None:
             "first pod list (list + store), watcher process",
             f"{results['first']} s",
             f"target {TARGET_FIRST_LIST:.0f} s: "
-            f"{float(results['first']) / TARGET_FIRST_LIST:.2f} of budget; "
-            "nodes listed at the same time",
+            f"{float(results['first']) / TARGET_FIRST_LIST:.2f} of budget; {results['split']} "
+            "(from the watcher's log; the rest is its start); its nodes listed at the same time",
         ),
         ("rows written by the first list", results["rows"], "Succeeded/Failed pods are not kept"),
         (

@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 from django.urls import reverse
 
 from inventory.models import Cluster, Pod
-from inventory.pod_verdicts import pending_report, violations
+from inventory.pod_verdicts import pending_report, pod_count, violations
 
 
 @dataclass
@@ -33,7 +33,7 @@ def pod_cards() -> list[PodCard]:
         cards.append(
             PodCard(
                 cluster=cluster.name,
-                pods=Pod.objects.filter(cluster=cluster).count(),
+                pods=pod_count(cluster),
                 pending=len(report.rows),
                 held=report.held,
                 violations=len(violations(cluster)),

@@ -21,6 +21,7 @@ from django.db.models import Q, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
+from core.revisions import current_snapshot_revision
 from inventory.hooks import current_snapshot, rule_in_effect_since
 from inventory.models import Cluster, PodInventory
 from inventory.pod_queries import bound_pods, pending_pods
@@ -169,6 +170,12 @@ def _cached(what: str, cluster: Cluster, revision: int, compute: Any) -> Any:
     with _cache_lock:
         _cache[(what, cluster.pk)] = (revision, changes, now, result)
     return result
+
+
+def pod_count(cluster: Cluster) -> int:
+    """How many pods the cluster's inventory holds (counted as ``_cached`` says)."""
+    count: int = _cached("count", cluster, current_snapshot_revision(), cluster.pods.count)
+    return count
 
 
 def forget_verdicts() -> None:

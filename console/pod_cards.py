@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from inventory.models import Cluster, Pod
+from inventory.models import Cluster
 from inventory.pod_verdicts import pending_report, pod_count, violations
 
 
@@ -25,15 +25,17 @@ class PodCard:
 
 def pod_cards() -> list[PodCard]:
     """One card per cluster that has pods (clusters without a pod inventory are left out)."""
-    with_pods = set(Pod.objects.values_list("cluster_id", flat=True).distinct())
     cards = []
-    for cluster in Cluster.objects.filter(pk__in=with_pods).order_by("name"):
+    for cluster in Cluster.objects.filter(pod_inventory__isnull=False).order_by("name"):
+        count = pod_count(cluster)
+        if not count:
+            continue
         report = pending_report(cluster)
         query = urlencode({"cluster": cluster.name})
         cards.append(
             PodCard(
                 cluster=cluster.name,
-                pods=pod_count(cluster),
+                pods=count,
                 pending=len(report.rows),
                 held=report.held,
                 violations=len(violations(cluster)),

@@ -10,9 +10,11 @@ deciding; Succeeded and Failed pods leave.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from kubernetes import client
@@ -26,6 +28,20 @@ from inventory.watch import ResourceWatcher
 logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a list builds its records: 150,000 records make
+    millions of young objects, and each collection would walk the growing heap again (it more
+    than doubles the time of a list). They hold no cycles; collection resumes after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def list_pods(
@@ -73,14 +89,16 @@ class PodWatcher(ResourceWatcher):
             raise RuntimeError("the pod watcher relists only once it has a cluster and a client")
         started = time.monotonic()
         try:
-            records, resource_version, pages = list_pods(self._api, page_size=self.page_size)
-            listed = time.monotonic()
-            result = pods_apply(
-                cluster=self._cluster,
-                records=records,
-                replace=True,
-                resource_version=resource_version,
-            )
+            with collector_paused():
+                records, resource_version, pages = list_pods(self._api, page_size=self.page_size)
+                listed = time.monotonic()
+                result = pods_apply(
+                    cluster=self._cluster,
+                    records=records,
+                    replace=True,
+                    resource_version=resource_version,
+                )
+                del records
         except Exception:
             POD_LIST_DURATION.labels(self._cluster.name, "failed").observe(
                 time.monotonic() - started

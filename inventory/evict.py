@@ -115,7 +115,12 @@ def pods_evict(
                     _preload_content=False,
                     _request_timeout=REQUEST_TIMEOUT,
                 )
-                response.release_conn()
+                try:
+                    # Read the reply before the connection goes back to the pool: an unread
+                    # body would be taken for the next reply on it.
+                    response.data  # noqa: B018
+                finally:
+                    response.release_conn()
                 results.append(EvictionResult(namespace, name, True, "evicted"))
             except ApiException as exc:
                 if exc.status == 429:

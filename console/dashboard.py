@@ -17,6 +17,7 @@ from django.db.models.functions import TruncHour
 from django.urls import reverse
 from django.utils import timezone
 
+from console.pod_cards import PodCard, pod_cards
 from core.models import AuditEntry
 from extender.models import Decision
 from inventory.models import Cluster, ClusterSource, Node, SyncState
@@ -63,6 +64,8 @@ class Dashboard:
     problems: list[Problem] = field(default_factory=list)
     # Every enabled expectation's outcome per cluster (name, cluster, ok, message).
     expectations: list[dict] = field(default_factory=list)
+    # Per cluster with a pod inventory: Pending pods held, violations (console.pod_cards).
+    pods: list[PodCard] = field(default_factory=list)
 
     @property
     def expectations_failing(self) -> list[dict]:
@@ -258,4 +261,5 @@ def build(now: datetime | None = None) -> Dashboard:
         top_rules=top_rules,
         hourly=hourly,
         problems=problems(rows, expectations),
+        pods=pod_cards(),
     )

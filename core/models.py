@@ -38,6 +38,8 @@ class AuditAction(models.TextChoices):
     IMPORT = "import", "import"
     SYNC = "sync", "sync"
     PUSH_LABELS = "push_labels", "push labels"
+    EVICT = "evict", "evict pods"
+    REQUEUE = "requeue", "requeue Pending pods"
 
 
 class AuditEntry(models.Model):

@@ -19,6 +19,9 @@ EDITOR_MODELS = {
     "inventory": {"cluster", "node"},
     "policies": {"labelassignment", "policy", "filterrule", "weightrule", "expectation"},
 }
+# Single permissions an editor holds on models it does not otherwise write: acting on the
+# cluster through the portal (evicting pods), not changing what the portal stores.
+EDITOR_PERMISSIONS = {("inventory", "evict_pod")}
 ADMIN_EXTRA_APPS = ("auth", "authtoken")
 # Models only administrators see at all (whose tokens exist is not for viewers).
 ADMIN_ONLY_MODELS = {("portal", "apitoken")}
@@ -40,7 +43,7 @@ def role_permission_codenames(apps: Any) -> dict[str, set[tuple[str, str]]]:
         if codename.startswith("view_"):
             perms[ROLE_VIEWER].add(pair)
             perms[ROLE_EDITOR].add(pair)
-        elif model in EDITOR_MODELS.get(app_label, ()):
+        elif model in EDITOR_MODELS.get(app_label, ()) or pair in EDITOR_PERMISSIONS:
             perms[ROLE_EDITOR].add(pair)
     return perms
 

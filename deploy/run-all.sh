@@ -2,7 +2,8 @@
 # `make run`: prepare the local state (var/, secret key, database, static files, demo data, the
 # admin account), then run the web (gunicorn: admin and API), the extender's own server (its
 # own port, so people's traffic never occupies kube-scheduler's), a Celery worker, Celery beat
-# and the node watcher in the foreground. Ctrl-C stops them all.
+# and the watcher (node and pod inventories, requeue after a change) in the foreground. Ctrl-C
+# stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -49,7 +50,7 @@ extender="http://${shown_host}:${EXTENDER_PORT}"
 cat <<BANNER
 
   Scheduling Policy Portal
-    Admin      ${base}/admin/
+    Admin      ${base}/admin/   (Pending pods: ${base}/admin/pending/)
     API docs   ${base}/api/docs/
     Extender   ${extender}/extender/   (kube-scheduler's own port; probes ${extender}/readyz)
     Metrics    ${base}/metrics  ${extender}/metrics

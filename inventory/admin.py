@@ -20,6 +20,7 @@ from core.admin import EMPTY, ServiceWriteMixin, age, html_table
 from inventory.admin_tools import ClusterAdminExtras, NodeAdminExtras
 from inventory.forms import ClusterForm
 from inventory.models import Cluster, Node
+from inventory.pod_queries import pods_on_node, requested_on_node
 from inventory.services import CLUSTER_FIELDS, cluster_create, cluster_delete, cluster_update
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
@@ -75,6 +76,37 @@ def bytes_text(value: int | None) -> str:
     return EMPTY  # pragma: no cover - the loop always returns
 
 
+NODE_PODS_SHOWN = 200
+
+
+def node_pods_table(node: Node) -> SafeString | str:
+    """The node's pods with their requests, and the sum against allocatable."""
+    pods = list(pods_on_node(node.cluster, node.name)[:NODE_PODS_SHOWN])
+    if not pods:
+        return "No pod in the inventory runs here (pods are watched for Kubernetes clusters)."
+    totals = requested_on_node(node.cluster, node.name)
+    count = totals.get("pods", 0)
+    summary = "; ".join(
+        f"{name} {resource_text(name, value)} of "
+        f"{resource_text(name, node.allocatable_parsed.get(name))}"
+        for name, value in sorted(totals.items())
+    )
+    table = html_table(
+        ["pod", "phase", "owner", "requests"],
+        (
+            (
+                f"{p.namespace}/{p.name}",
+                p.phase,
+                f"{p.owner_kind}/{p.owner_name}" if p.owner_kind else "",
+                ", ".join(f"{k} {resource_text(k, v)}" for k, v in sorted(p.requests.items())),
+            )
+            for p in pods
+        ),
+    )
+    more = f" (the first {NODE_PODS_SHOWN} shown)" if count > NODE_PODS_SHOWN else ""
+    return format_html("<p>{} pods{}; requested: {}</p>{}", count, more, summary, table)
+
+
 def resource_text(resource: str, value: int | None) -> str:
     """A parsed (base-unit) resource amount in the unit people read it in."""
     if resource == "cpu":
@@ -115,7 +147,10 @@ class ClusterAdmin(ServiceWriteMixin, ClusterAdminExtras):
                 )
             },
         ),
-        ("Extender behaviour", {"fields": ("unknown_node_action", "bind_enabled")}),
+        (
+            "Extender behaviour",
+            {"fields": ("unknown_node_action", "bind_enabled", "requeue_pending")},
+        ),
         ("Admission webhook", {"fields": ("admission", "admission_excluded_namespaces")}),
         ("Sync status", {"fields": SYNC_STATUS_FIELDS}),
     )
@@ -269,6 +304,7 @@ class NodeAdmin(NodeAdminExtras):
         ("Labels and taints", {"fields": ("labels_table", "taints_table")}),
         ("Status", {"fields": ("conditions_table", "resources_table", "addresses_table")}),
         ("System", {"fields": ("node_info_table", "annotations_table")}),
+        ("Pods", {"fields": ("pods_table",)}),
     )
 
     # Nodes are observed, not edited: only the sync and import services write them.
@@ -283,8 +319,14 @@ class NodeAdmin(NodeAdminExtras):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Node | None = None) -> list[str]:
         return _merge(
-            super().get_readonly_fields(request, obj), (*NODE_DETAIL_FIELDS, "decisions_link")
+            super().get_readonly_fields(request, obj),
+            (*NODE_DETAIL_FIELDS, "decisions_link", "pods_table"),
         )
+
+    @admin.display(description="pods on this node")
+    def pods_table(self, obj: Node) -> SafeString | str:
+        """The pods bound to the node (pod inventory) and what they request of it."""
+        return node_pods_table(obj)
 
     @admin.display(description="decisions")
     def decisions_link(self, obj: Node) -> SafeString:

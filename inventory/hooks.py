@@ -9,16 +9,22 @@ Two things still cross the line the other way, and both are inverted here:
 - the label-assignment reader: drift, push and the node API show the labels that assignments
   give a node, as the engine's ``AssignmentSpec``; the policies app registers the reader when it
   loads (``policies.apps``).
+- the snapshot reader: the pod inventory's verdicts (Pending pods, violations, requeue) judge
+  with the snapshot the extender serves, ``policies.compile.current_snapshot``;
+- the rule-history reader: when a rule that a violation names first took effect (the policy
+  version that introduced it), from the policies' stored versions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.dispatch import Signal
 
 from policies.engine.assignments import AssignmentSpec
+from policies.engine.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from inventory.models import Cluster
@@ -44,3 +50,36 @@ def cluster_assignment_specs(cluster: Cluster) -> list[AssignmentSpec]:
             "loads; is it in INSTALLED_APPS?"
         )
     return _assignment_reader(cluster)
+
+
+SnapshotReader = Callable[[], Snapshot]
+# (policy name, rule label) -> (policy version, when it was saved), or None when unknown.
+RuleHistoryReader = Callable[[str, str], tuple[int, datetime] | None]
+_snapshot_reader: SnapshotReader | None = None
+_rule_history_reader: RuleHistoryReader | None = None
+
+
+def register_snapshot_reader(reader: SnapshotReader) -> None:
+    """Make ``reader`` the source of the snapshot the pod verdicts judge with."""
+    global _snapshot_reader
+    _snapshot_reader = reader
+
+
+def register_rule_history_reader(reader: RuleHistoryReader) -> None:
+    """Make ``reader`` say since when a policy's rule has been in effect."""
+    global _rule_history_reader
+    _rule_history_reader = reader
+
+
+def current_snapshot() -> Snapshot:
+    """The snapshot at the committed revision, as the extender serves it."""
+    if _snapshot_reader is None:
+        raise RuntimeError("no snapshot reader is registered: the policies app registers it")
+    return _snapshot_reader()
+
+
+def rule_in_effect_since(policy: str, rule: str) -> tuple[int, datetime] | None:
+    """The version of ``policy`` from which ``rule`` has been enforced, and its time."""
+    if _rule_history_reader is None:
+        raise RuntimeError("no rule-history reader is registered: the policies app registers it")
+    return _rule_history_reader(policy, rule)

@@ -1,4 +1,5 @@
-"""Metrics of the inventory's writers: syncs (worker, watcher relists) and node watches.
+"""Metrics of the inventory's writers: syncs (worker, watcher relists), node and pod watches,
+and the requeue nudges.
 
 The worker and the watcher export them on their own ports (``core.metrics.serve_metrics``);
 docs/operations.md lists them with the alerts they serve. Label values are cluster names the
@@ -10,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -23,6 +25,33 @@ SYNC_DURATION = Histogram(
     "Duration of a full node list and its apply, by outcome (applied, held, failed).",
     ["cluster", "outcome"],
     buckets=SYNC_BUCKETS,
+)
+POD_WATCH_EVENTS = Counter(
+    "inventory_pod_watch_events",
+    "Pod watch events applied to the pod inventory (last event per pod in a batch).",
+    ["cluster"],
+)
+POD_WATCH_RECONNECTS = Counter(
+    "inventory_pod_watch_reconnects",
+    "Pod watches reopened, by reason: expired (410 Gone, relisted) or the error's kind.",
+    ["cluster", "reason"],
+)
+POD_LIST_DURATION = Histogram(
+    "inventory_pod_list_duration_seconds",
+    "Duration of a full pod list and its apply, by outcome (applied, failed).",
+    ["cluster", "outcome"],
+    buckets=SYNC_BUCKETS,
+)
+REQUEUE_NUDGES = Counter(
+    "inventory_requeue_nudges",
+    "Node annotations sent so kube-scheduler retries Pending pods a change freed, by outcome "
+    "(sent, failed) and by what held one back (disabled, static).",
+    ["cluster", "outcome"],
+)
+REQUEUE_PODS = Counter(
+    "inventory_requeue_pods",
+    "Pending pods that a published change gave a passing node they did not have.",
+    ["cluster"],
 )
 WATCH_EVENTS = Counter(
     "inventory_watch_events",
@@ -78,18 +107,22 @@ class WatchLag:
 
 
 class WatchLagCollector(Collector):
-    def __init__(self, lag: WatchLag) -> None:
+    def __init__(
+        self,
+        lag: WatchLag,
+        name: str = "inventory_watch_lag_seconds",
+        documentation: str = "Seconds since the cluster's node watch last received an event "
+        "or a bookmark.",
+    ) -> None:
         self.lag = lag
+        self.name = name
+        self.documentation = documentation
 
     def describe(self) -> list[GaugeMetricFamily]:
         return []
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
-            "inventory_watch_lag_seconds",
-            "Seconds since the cluster's node watch last received an event or a bookmark.",
-            labels=["cluster"],
-        )
+        family = GaugeMetricFamily(self.name, self.documentation, labels=["cluster"])
         for name, seconds in sorted(self.lag.lags().items()):
             family.add_metric([name], seconds)
         yield family
@@ -97,3 +130,24 @@ class WatchLagCollector(Collector):
 
 WATCH_LAG = WatchLag()
 REGISTRY.register(WatchLagCollector(WATCH_LAG))
+POD_WATCH_LAG = WatchLag()
+REGISTRY.register(
+    WatchLagCollector(
+        POD_WATCH_LAG,
+        "inventory_pod_watch_lag_seconds",
+        "Seconds since the cluster's pod watch last received an event or a bookmark.",
+    )
+)
+
+
+@dataclass(frozen=True)
+class WatchMetrics:
+    """The metrics one kind of watch reports to."""
+
+    events: Counter
+    reconnects: Counter
+    lag: WatchLag
+
+
+NODE_WATCH_METRICS = WatchMetrics(WATCH_EVENTS, WATCH_RECONNECTS, WATCH_LAG)
+POD_WATCH_METRICS = WatchMetrics(POD_WATCH_EVENTS, POD_WATCH_RECONNECTS, POD_WATCH_LAG)

@@ -89,6 +89,11 @@ class Cluster(models.Model):
         blank=True,
         help_text="Namespaces whose pods the admission webhook never touches.",
     )
+    requeue_pending = models.BooleanField(
+        default=True,
+        help_text="After a change that gives Pending pods a node the portal's policies now "
+        "pass, make kube-scheduler retry them at once (an annotation on one node).",
+    )
     # Bumped by every change of the settings above (not by syncs): the API's ETag, and what a
     # delete must name (If-Match), since a delete takes the cluster's policies with it.
     version = models.PositiveIntegerField(default=1)
@@ -173,3 +178,94 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class PodPhase(models.TextChoices):
+    PENDING = "Pending", "Pending"
+    RUNNING = "Running", "Running"
+    UNKNOWN = "Unknown", "Unknown"
+
+
+class Pod(models.Model):
+    """A slim record of a pod as last observed: what placement decisions read, nothing more.
+
+    Only the pod watcher (``inventory.pod_services``) writes these; Succeeded and Failed pods
+    leave. ``requests`` are in base units (CPU millicores, bytes, counts), summed as
+    kube-scheduler counts them (``policies.engine.podspec.pod_requests``).
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pods")
+    namespace = models.CharField(max_length=253)
+    name = models.CharField(max_length=253)
+    uid = models.CharField(max_length=64, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    owner_kind = models.CharField(max_length=63, blank=True)
+    owner_name = models.CharField(max_length=253, blank=True)
+    node_name = models.CharField(max_length=253, blank=True)
+    phase = models.CharField(max_length=16, choices=PodPhase.choices, default=PodPhase.PENDING)
+    scheduler_name = models.CharField(max_length=253, blank=True)
+    priority = models.IntegerField(default=0)
+    requests = models.JSONField(default=dict, blank=True)
+    tolerations = models.JSONField(default=list, blank=True)
+    node_selector = models.JSONField(default=dict, blank=True)
+    # spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution, as written.
+    required_affinity = models.JSONField(null=True, blank=True)
+    host_ports = models.JSONField(default=list, blank=True)
+    # The PodScheduled condition: status ("True", "False", "" when absent), why, since when.
+    scheduled_status = models.CharField(max_length=10, blank=True)
+    scheduled_reason = models.CharField(max_length=128, blank=True)
+    scheduled_message = models.TextField(blank=True)
+    scheduled_since = models.DateTimeField(null=True, blank=True)
+    terminating = models.BooleanField(default=False)
+    created_at = models.DateTimeField(null=True, blank=True)
+    resource_version = models.CharField(max_length=64, blank=True)
+    last_seen = models.DateTimeField()
+
+    class Meta:
+        ordering = ["cluster", "namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "namespace", "name"], name="pod_unique_name_per_cluster"
+            ),
+            models.CheckConstraint(condition=Q(phase__in=PodPhase.values), name="pod_phase_valid"),
+        ]
+        indexes = [
+            models.Index(fields=["cluster", "node_name"], name="pod_cluster_node_idx"),
+            models.Index(fields=["cluster", "phase"], name="pod_cluster_phase_idx"),
+        ]
+        permissions = [("evict_pod", "Can evict pods through the Eviction API")]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def pending(self) -> bool:
+        """Waiting for a node: Pending and not bound."""
+        return self.phase == PodPhase.PENDING and not self.node_name
+
+
+class PodInventory(models.Model):
+    """A cluster's pod inventory: how current it is, and the last requeue nudge.
+
+    Written only by the pod watcher and the requeue loop (``inventory.pod_services``)."""
+
+    cluster = models.OneToOneField(
+        Cluster, on_delete=models.CASCADE, primary_key=True, related_name="pod_inventory"
+    )
+    resource_version = models.CharField(max_length=64, blank=True)
+    listed_at = models.DateTimeField(null=True, blank=True)
+    current_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    pods_seen = models.PositiveIntegerField(default=0)
+    # +1 on every write of the cluster's pods: what cached verdicts are keyed by.
+    changes = models.PositiveBigIntegerField(default=0)
+    # The last nudge that made kube-scheduler retry freed Pending pods.
+    nudged_at = models.DateTimeField(null=True, blank=True)
+    nudged_pods = models.PositiveIntegerField(default=0)
+    nudged_revision = models.BigIntegerField(null=True, blank=True)
+    nudged_node = models.CharField(max_length=253, blank=True)
+    nudge_error = models.TextField(blank=True)
+    nudges = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"pods of {self.cluster_id}"

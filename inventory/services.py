@@ -46,6 +46,7 @@ CLUSTER_FIELDS = (
     "bind_enabled",
     "admission",
     "admission_excluded_namespaces",
+    "requeue_pending",
 )
 # How many namespaces a cluster may exclude from the admission webhook.
 MAX_ADMISSION_EXCLUDED_NAMESPACES = 200
@@ -92,7 +93,7 @@ def clean_cluster(data: Mapping[str, Any]) -> dict:
     interval = data.get("sync_interval_seconds", 300)
     if isinstance(interval, bool) or not isinstance(interval, int) or interval < 10:
         errors["sync_interval_seconds"] = ["Must be an integer of at least 10 seconds."]
-    for flag in ("in_cluster", "sync_enabled", "is_default", "bind_enabled"):
+    for flag in ("in_cluster", "sync_enabled", "is_default", "bind_enabled", "requeue_pending"):
         if flag in data and not isinstance(data[flag], bool):
             errors[flag] = ["Must be a boolean."]
     if data.get("admission", AdmissionMode.OFF) not in AdmissionMode.values:

@@ -1,4 +1,8 @@
-"""Near-real-time node inventory: list, then watch from the list's resourceVersion.
+"""Near-real-time inventories: list, then watch from the list's resourceVersion.
+
+``ResourceWatcher`` is the loop every watched resource shares; ``ClusterWatcher`` keeps a
+cluster's nodes, ``inventory.pod_watch.PodWatcher`` its pods. Each subclass says how to relist,
+which list call to watch and how to apply a batch of events.
 
 The informer shape of kubernetes-client: a full list (the sync service) gives a consistent
 resourceVersion; a watch from it with bookmarks streams every later change. On 410 Gone the
@@ -37,7 +41,7 @@ from inventory.kube import (
     classify,
     core_v1_for,
 )
-from inventory.metrics import WATCH_EVENTS, WATCH_LAG, WATCH_RECONNECTS
+from inventory.metrics import NODE_WATCH_METRICS, WatchMetrics
 from inventory.models import Cluster, ClusterSource
 from inventory.node_list import slim_node
 from inventory.services import node_delete, nodes_apply
@@ -60,8 +64,11 @@ def backoff_delay(attempt: int, *, base: float, cap: float) -> float:
     return random.uniform(delay / 2, delay)
 
 
-class ClusterWatcher:
-    """Keeps one cluster's inventory current until stopped."""
+class ResourceWatcher:
+    """Keeps one resource of one cluster current until stopped (subclasses say which)."""
+
+    resource = "nodes"
+    metrics: WatchMetrics = NODE_WATCH_METRICS
 
     def __init__(
         self,
@@ -144,8 +151,13 @@ class ClusterWatcher:
                     attempt += 1
                     self._stop.wait(backoff_delay(attempt, base=self.backoff_base, cap=5.0))
                 except GoneError as exc:
-                    logger.info("watch of cluster %s expired (%s); relisting", self.cluster_id, exc)
-                    WATCH_RECONNECTS.labels(self._cluster_label, "expired").inc()
+                    logger.info(
+                        "%s watch of cluster %s expired (%s); relisting",
+                        self.resource,
+                        self.cluster_id,
+                        exc,
+                    )
+                    self.metrics.reconnects.labels(self._cluster_label, "expired").inc()
                     self.resource_version = None
                     attempt += 1
                     if attempt > 1:
@@ -159,17 +171,21 @@ class ClusterWatcher:
                     error = classify(exc)
                     attempt += 1
                     self.reconnects += 1
-                    WATCH_RECONNECTS.labels(self._cluster_label, type(error).__name__).inc()
+                    self.metrics.reconnects.labels(self._cluster_label, type(error).__name__).inc()
                     logger.warning(
-                        "watch of cluster %s failed (%s); reconnecting", self.cluster_id, error
+                        "%s watch of cluster %s failed (%s); reconnecting",
+                        self.resource,
+                        self.cluster_id,
+                        error,
                     )
+                    self._failed(error)
                     self._sleep(attempt)
         finally:
             if self._api is not None:
                 self._api.api_client.close()
                 self._api = None
             if self._cluster is not None:
-                WATCH_LAG.forget(self._cluster.name)
+                self.metrics.lag.forget(self._cluster.name)
 
     @property
     def _cluster_label(self) -> str:
@@ -178,13 +194,27 @@ class ClusterWatcher:
     def _sleep(self, attempt: int) -> None:
         self._stop.wait(backoff_delay(attempt, base=self.backoff_base, cap=self.backoff_cap))
 
-    # -- list ----------------------------------------------------------------------------------
+    # -- what a subclass provides ------------------------------------------------------------
 
     def _relist(self) -> None:
-        result = sync_service.sync_cluster(cluster_id=self.cluster_id, api=self._api)
+        """List everything, apply it as the whole inventory, set ``resource_version``."""
+        raise NotImplementedError
+
+    def _list_function(self, api: client.CoreV1Api) -> Callable[..., Any]:
+        """The client's list call that the watch streams (``api.list_node``, ...)."""
+        raise NotImplementedError
+
+    def _apply(self, batch: list[dict]) -> None:
+        """Apply a batch of watch events (bookmarks included) in one transaction."""
+        raise NotImplementedError
+
+    def _failed(self, error: KubeError) -> None:
+        """A list or watch failed (it will be retried); say so where operators look."""
+
+    def _listed(self, resource_version: str) -> None:
         self.relists += 1
-        WATCH_LAG.heard(self._cluster_label)
-        self.resource_version = result.resource_version
+        self.metrics.lag.heard(self._cluster_label)
+        self.resource_version = resource_version
         self._last_fresh = time.monotonic()
 
     # -- watch ---------------------------------------------------------------------------------
@@ -195,7 +225,7 @@ class ClusterWatcher:
             if api is None:
                 raise RuntimeError("the watcher has no API client")
             for event in stream_watch.stream(
-                api.list_node,
+                self._list_function(api),
                 resource_version=rv,
                 allow_watch_bookmarks=True,
                 timeout_seconds=self.timeout_seconds,
@@ -215,7 +245,7 @@ class ClusterWatcher:
         reader = threading.Thread(
             target=self._reader,
             args=(stream_watch, events, self.resource_version),
-            name=f"watch-nodes-{self.cluster_id}",
+            name=f"watch-{self.resource}-{self.cluster_id}",
             daemon=True,
         )
         self._watch = stream_watch
@@ -229,7 +259,7 @@ class ClusterWatcher:
                 except queue.Empty:
                     continue
                 if first is not _END and not isinstance(first, _StreamFailed):
-                    WATCH_LAG.heard(self._cluster_label)
+                    self.metrics.lag.heard(self._cluster_label)
                 batch, tail = self._collect(first, events)
                 if batch:
                     self._apply(batch)
@@ -257,6 +287,20 @@ class ClusterWatcher:
                 item = events.get(timeout=remaining)
             except queue.Empty:
                 return batch, None
+
+
+class ClusterWatcher(ResourceWatcher):
+    """Keeps one cluster's node inventory current (relists through the node sync service)."""
+
+    resource = "nodes"
+    metrics = NODE_WATCH_METRICS
+
+    def _relist(self) -> None:
+        result = sync_service.sync_cluster(cluster_id=self.cluster_id, api=self._api)
+        self._listed(result.resource_version)
+
+    def _list_function(self, api: client.CoreV1Api) -> Callable[..., Any]:
+        return api.list_node
 
     def _apply(self, batch: list[dict]) -> None:
         """Apply a batch in one transaction: the last event per node decides its state."""
@@ -301,7 +345,7 @@ class ClusterWatcher:
             self.resource_version = resource_version
         self.events_applied += len(latest)
         if latest:
-            WATCH_EVENTS.labels(cluster.name).inc(len(latest))
+            self.metrics.events.labels(cluster.name).inc(len(latest))
 
 
 def watch_clusters(
@@ -310,21 +354,28 @@ def watch_clusters(
     cluster_name: str | None = None,
     refresh_seconds: float = 30.0,
     watcher_options: dict[str, Any] | None = None,
+    kinds: tuple[type[ResourceWatcher], ...] = (ClusterWatcher,),
 ) -> None:
-    """Run a watcher thread per enabled Kubernetes cluster until ``stop`` is set.
+    """Run a watcher thread per enabled Kubernetes cluster and per kind (nodes, pods) until
+    ``stop`` is set.
 
-    The set of clusters is re-read every ``refresh_seconds``: new clusters get a watcher,
-    deleted or disabled ones lose theirs, one whose kubeconfig settings changed gets a new
-    one, and a watcher thread that died is restarted.
+    The set of clusters is re-read every ``refresh_seconds``: new clusters get watchers,
+    deleted or disabled ones lose theirs, one whose kubeconfig settings changed gets new ones,
+    and a watcher thread that died is restarted.
     """
-    # pk -> (watcher, its thread, the connection settings it was started with)
-    running: dict[int, tuple[ClusterWatcher, threading.Thread, tuple]] = {}
+    # (pk, kind) -> (watcher, its thread, the connection settings it was started with)
+    running: dict[
+        tuple[int, type[ResourceWatcher]], tuple[ResourceWatcher, threading.Thread, tuple]
+    ]
+    running = {}
 
-    def run_one(watcher: ClusterWatcher) -> None:
+    def run_one(watcher: ResourceWatcher) -> None:
         try:
             watcher.run()
         except KubeError as exc:
-            logger.error("watcher of cluster %s stopped: %s", watcher.cluster_id, exc)
+            logger.error(
+                "%s watcher of cluster %s stopped: %s", watcher.resource, watcher.cluster_id, exc
+            )
         finally:
             connection.close()
 
@@ -345,25 +396,31 @@ def watch_clusters(
             except DatabaseError as exc:
                 # Keep the running watchers; they retry on their own.
                 logger.warning("cannot read the cluster list: %s", exc)
-                wanted = {pk: entry[2] for pk, entry in running.items()}
+                wanted = {key[0]: entry[2] for key, entry in running.items()}
             finally:
                 connection.close()
-            for pk in list(running):
-                watcher, thread, settings = running[pk]
-                if wanted.get(pk) != settings:
+            for key in list(running):
+                watcher, thread, settings = running[key]
+                if wanted.get(key[0]) != settings:
                     # Deleted, disabled, or pointed at other credentials: stop (and restart).
                     watcher.stop()
                     thread.join(timeout=10)
                 if not thread.is_alive():
-                    del running[pk]
-            for pk in wanted.keys() - running.keys():
-                watcher = ClusterWatcher(pk, **(watcher_options or {}))
-                thread = threading.Thread(
-                    target=run_one, args=(watcher,), name=f"watcher-{pk}", daemon=True
-                )
-                thread.start()
-                running[pk] = (watcher, thread, wanted[pk])
-                logger.info("watching nodes of cluster %s", pk)
+                    del running[key]
+            for pk in wanted:
+                for kind in kinds:
+                    if (pk, kind) in running:
+                        continue
+                    watcher = kind(pk, **(watcher_options or {}))
+                    thread = threading.Thread(
+                        target=run_one,
+                        args=(watcher,),
+                        name=f"watcher-{kind.resource}-{pk}",
+                        daemon=True,
+                    )
+                    thread.start()
+                    running[(pk, kind)] = (watcher, thread, wanted[pk])
+                    logger.info("watching %s of cluster %s", kind.resource, pk)
             stop.wait(refresh_seconds)
     finally:
         for watcher, _, _ in running.values():

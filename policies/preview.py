@@ -13,10 +13,13 @@ from typing import Any
 
 from core.errors import ContentError
 from inventory.models import Cluster, Node
+from inventory.pod_queries import bound_pods, cluster_pods, pending_pods
 from policies.compile import current_snapshot
 from policies.content import label_assignment_content, policy_content
 from policies.engine import preview as engine
 from policies.engine.facts import NodeFacts
+from policies.engine.pods import PodFacts
+from policies.engine.snapshot import ClusterSnapshot
 from policies.engine.sources import assignment_spec_from_content
 from policies.expectations import broken_by
 from policies.models import LabelAssignment, Policy
@@ -53,6 +56,9 @@ def preview_policy(data: Any) -> dict[str, Any]:
             "admission": cluster.admission,
             "enforcement": [asdict(rule) for rule in rules],
         }
+        pods = _pod_impact(content, saved, snapshot.clusters[name])
+        if pods is not None:
+            entry["pods"] = {**asdict(pods), "summary": pods.summary}
         if cluster.admission != "off":
             # Those who turned admission on expect autoscalers to see the rules.
             placement_warnings.extend(engine.unpushed_warnings(name, rules))
@@ -74,6 +80,46 @@ def preview_policy(data: Any) -> dict[str, Any]:
             {saved_row.name if saved_row else content["name"]: content}
         ),
     }
+
+
+def _namespaces(*contents: Any) -> list[str] | None:
+    """The namespaces the drafts select in, or None when one of them selects in every one."""
+    found: set[str] = set()
+    for content in contents:
+        if content is None:
+            continue
+        namespaces = (content.get("pod_selector") or {}).get("namespaces") or []
+        if not namespaces:
+            return None
+        found.update(namespaces)
+    return sorted(found)
+
+
+def _pod_impact(
+    content: dict[str, Any], saved: Any, cluster: ClusterSnapshot
+) -> engine.PodImpact | None:
+    """The draft's effect on the cluster's pod inventory; None when it has none."""
+    row = Cluster.objects.filter(name=cluster.name).first()
+    if row is None or not cluster_pods(row).exists():
+        return None
+    bound = bound_pods(row)
+    pending = pending_pods(row)
+    namespaces = _namespaces(content, saved)
+    if namespaces is not None:
+        # Pods of other namespaces are selected by neither version: they cannot change.
+        bound, pending = (
+            bound.filter(namespace__in=namespaces),
+            pending.filter(namespace__in=namespaces),
+        )
+    bound_facts = [
+        (PodFacts(namespace=ns, name=n, labels=labels or {}), node)
+        for ns, n, labels, node in bound.values_list("namespace", "name", "labels", "node_name")
+    ]
+    pending_facts = [
+        PodFacts(namespace=ns, name=n, labels=labels or {})
+        for ns, n, labels in pending.values_list("namespace", "name", "labels")
+    ]
+    return engine.pod_impact(content, cluster, bound_facts, pending_facts)
 
 
 def _change(delta: int) -> str:

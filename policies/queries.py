@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from django.db.models import Q
 
 from inventory.models import Cluster
 from policies.engine.assignments import AssignmentSpec
 from policies.engine.errors import EngineValidationError
+from policies.engine.policy import compile_policy
 from policies.engine.sources import assignment_spec_from_content
-from policies.models import LabelAssignment
+from policies.models import LabelAssignment, PolicyVersion
 
 logger = logging.getLogger(__name__)
 
@@ -43,3 +45,27 @@ def cluster_assignment_specs(cluster: Cluster) -> list[AssignmentSpec]:
         except EngineValidationError as exc:
             logger.warning("label assignment %s left out: %s", row.name, exc)
     return specs
+
+
+def _enforces(content: dict, rule: str) -> bool:
+    if not content.get("enabled", True) or content.get("mode", "enforce") != "enforce":
+        return False
+    try:
+        compiled = compile_policy(content)
+    except EngineValidationError:
+        return False
+    return any(check.label == rule for check in compiled.filters)
+
+
+def rule_in_effect_since(policy: str, rule: str) -> tuple[int, datetime] | None:
+    """The policy version from which ``rule`` (its label) has been enforced without a break,
+    and when that version was saved; None when the current version does not enforce it.
+
+    Walks the stored versions newest first (a policy has tens of versions, not thousands)."""
+    versions = PolicyVersion.objects.filter(policy_name=policy).order_by("-version")
+    since: tuple[int, datetime] | None = None
+    for version, content, created_at in versions.values_list("version", "content", "created_at"):
+        if not isinstance(content, dict) or not _enforces(content, rule):
+            break
+        since = (version, created_at)
+    return since

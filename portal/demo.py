@@ -13,7 +13,8 @@ from typing import Any
 
 from django.db import transaction
 
-from inventory.models import Cluster, ClusterSource, Node, UnknownNodeAction
+from inventory.models import Cluster, ClusterSource, Node, Pod, UnknownNodeAction
+from inventory.pod_services import pods_replace_static
 from inventory.services import cluster_create, nodes_apply
 from policies.models import LabelAssignment, Policy
 from policies.services import label_assignment_create, policy_create
@@ -297,6 +298,23 @@ DEMO_POLICIES: list[dict[str, Any]] = [
         ],
     },
     {
+        "name": "inference-on-h100",
+        "description": "Inference servers need H100 nodes; none are in the cluster yet, so "
+        "they wait Pending until the H100 pool is added.",
+        "cluster": DEMO_CLUSTER,
+        "mode": "enforce",
+        "pod_selector": {"namespaces": ["inference"]},
+        "filter_rules": [
+            {
+                "kind": "label",
+                "key": "nvidia.com/gpu.product",
+                "operator": "In",
+                "values": ["H100-SXM5-80GB"],
+                "message": "inference pods need an H100 node",
+            }
+        ],
+    },
+    {
         "name": "no-small-nodes",
         "description": "Trial: keep analytics pods off nodes with less than 16Gi of memory.",
         "cluster": DEMO_CLUSTER,
@@ -315,12 +333,112 @@ DEMO_POLICIES: list[dict[str, Any]] = [
 ]
 
 
+_POD_CREATED = "2026-11-30T09:{:02d}:00Z"
+_SCHEDULED_AT = "2026-12-01T07:{:02d}:00Z"
+
+
+def _pod_object(
+    i: int,
+    namespace: str,
+    app: str,
+    *,
+    node: str = "",
+    cpu: str = "500m",
+    memory: str = "1Gi",
+    gpus: int = 0,
+    message: str = "",
+) -> dict[str, Any]:
+    replica_set = f"{app}-{uuid.uuid5(_UID_NAMESPACE, app).hex[:10]}"
+    name = f"{replica_set}-{uuid.uuid5(_UID_NAMESPACE, f'{app}/{i}').hex[:5]}"
+    requests = {"cpu": cpu, "memory": memory}
+    if gpus:
+        requests["nvidia.com/gpu"] = str(gpus)
+    if node:
+        conditions = [
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastTransitionTime": _SCHEDULED_AT.format(i),
+            }
+        ]
+    else:
+        conditions = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": _SCHEDULED_AT.format(i),
+            }
+        ]
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": str(uuid.uuid5(_UID_NAMESPACE, f"pod/{namespace}/{name}")),
+            "resourceVersion": "1",
+            "creationTimestamp": _POD_CREATED.format(i),
+            "labels": {"app": app},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": replica_set,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "containers": [{"name": app, "resources": {"requests": requests}}],
+            **({"nodeName": node} if node else {}),
+        },
+        "status": {"phase": "Running" if node else "Pending", "conditions": conditions},
+    }
+
+
+def demo_pods() -> list[dict[str, Any]]:
+    """A few running and Pending pods: web shops, A100 training, a training pod left on an
+    A10G node from before ml-on-gpu (a violation), fine-tuning jobs waiting for GPUs the A100s
+    do not have free, and inference servers that ``inference-on-h100`` holds Pending."""
+    general = [n.name for n in _pool_nodes() if n.pool == "general" and n.ready and not n.cordoned]
+    a100 = [n.name for n in _pool_nodes() if "a100" in n.name]
+    a10g = [n.name for n in _pool_nodes() if "a10g" in n.name]
+    pods = [_pod_object(i, "shop", "checkout", node=general[i]) for i in range(6)]
+    pods += [_pod_object(i, "shop", "catalog", node=general[6 + i], cpu="250m") for i in range(4)]
+    pods += [
+        _pod_object(i, "ml", "train", node=a100[i], cpu="16", memory="64Gi", gpus=8)
+        for i in range(3)
+    ]
+    pods.append(_pod_object(0, "ml", "train-legacy", node=a10g[0], cpu="4", memory="16Gi", gpus=1))
+    busy = (
+        "0/60 nodes are available: 3 Insufficient nvidia.com/gpu, "
+        "57 ml-on-gpu/ml pods need an A100 node. preemption: 0/60 nodes are available: "
+        "3 No preemption victims found for incoming pod, 57 Preemption is not helpful for "
+        "scheduling."
+    )
+    pods += [
+        _pod_object(i, "ml", "finetune", cpu="8", memory="32Gi", gpus=4, message=busy)
+        for i in range(3)
+    ]
+    held = (
+        "0/60 nodes are available: 60 inference-on-h100/inference pods need an H100 node. "
+        "preemption: 0/60 nodes are available: 60 Preemption is not helpful for scheduling."
+    )
+    pods += [
+        _pod_object(i, "inference", "llm-server", cpu="8", memory="48Gi", gpus=1, message=held)
+        for i in range(5)
+    ]
+    return pods
+
+
 @dataclass
 class SeedResult:
     """What ``demo_seed`` created; everything else already existed and was left alone."""
 
     cluster_created: bool = False
     nodes_added: int = 0
+    pods_added: int = 0
     created: list[str] = field(default_factory=list)
     existing: list[str] = field(default_factory=list)
 
@@ -348,6 +466,9 @@ def demo_seed(*, actor: Any = None) -> SeedResult:
     if cluster.source == ClusterSource.STATIC and not Node.objects.filter(cluster=cluster).exists():
         applied = nodes_apply(cluster=cluster, objects=demo_nodes(), replace=True)
         result.nodes_added = applied.added
+    # Pods likewise: only into an empty pod inventory.
+    if cluster.source == ClusterSource.STATIC and not Pod.objects.filter(cluster=cluster).exists():
+        result.pods_added = pods_replace_static(cluster=cluster, objects=demo_pods()).added
     for data in DEMO_LABEL_ASSIGNMENTS:
         if LabelAssignment.objects.filter(name=data["name"]).exists():
             result.existing.append(f"label assignment {data['name']}")

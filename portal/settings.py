@@ -265,6 +265,13 @@ EXTENDER_MAX_CONNECTIONS_PER_CLIENT = env_int("EXTENDER_MAX_CONNECTIONS_PER_CLIE
 # A sync that would remove more than this share of a cluster's nodes (always: all of them) is
 # held for an operator's confirmation instead of applied (inventory.guard).
 INVENTORY_MAX_REMOVAL_SHARE = float(os.environ.get("INVENTORY_MAX_REMOVAL_SHARE", "0.5"))
+# Evictions people ask for (the Violations page): at most this many a minute per cluster
+# (0: no cap), this many seconds apart (inventory.evict).
+EVICTIONS_PER_MINUTE = env_int("EVICTIONS_PER_MINUTE", 30)
+EVICTION_INTERVAL_SECONDS = float(os.environ.get("EVICTION_INTERVAL_SECONDS", "0.2"))
+# The violations of a cluster are judged at most once per policy change and pod inventory
+# change; while pods keep changing, a result this many seconds old is reused (pages, API).
+POD_VERDICT_MAX_AGE_SECONDS = float(os.environ.get("POD_VERDICT_MAX_AGE_SECONDS", "5"))
 # HTTPS for the extender's own server: its certificate and key, and the CA that signs the
 # client certificates it then requires (kube-scheduler's tlsConfig certFile/keyFile),
 # optionally narrowed to certificates with one of these comma-separated common or DNS names,

@@ -7,6 +7,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from console.pods import pending_view, violations_view
 from console.views import dashboard_view, dry_run_view, explain_view
 
 # Swagger UI (the split view: its start-up script is a separate, same-origin file) carries one
@@ -26,6 +27,8 @@ urlpatterns = [
         admin.site.admin_view(dry_run_view),
         name="console-dry-run",
     ),
+    path("admin/pending/", admin.site.admin_view(pending_view), name="console-pending"),
+    path("admin/violations/", admin.site.admin_view(violations_view), name="console-violations"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

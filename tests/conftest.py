@@ -20,10 +20,13 @@ def _no_snapshot_from_another_test():
     across tests (each test's transaction is rolled back), so a snapshot kept from one test could
     pass for the next's."""
     from extender.holder import holder
+    from inventory.pod_verdicts import forget_verdicts
     from policies.compile import forget
 
     holder.snapshot = None
     forget()
+    forget_verdicts()
     yield
     holder.snapshot = None
     forget()
+    forget_verdicts()

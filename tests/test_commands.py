@@ -107,7 +107,7 @@ def test_seed_demo_creates_assignments_and_policies_with_history() -> None:
         "zone-a-maintenance",
     }
     policies = {p.name: p for p in Policy.objects.all()}
-    assert set(policies) == {"ml-on-gpu", "prefer-on-demand", "no-small-nodes"}
+    assert set(policies) == {"ml-on-gpu", "prefer-on-demand", "inference-on-h100", "no-small-nodes"}
     assert [name for name, p in policies.items() if p.mode == "dry-run"] == ["no-small-nodes"]
     for policy in policies.values():
         assert policy.version == 1

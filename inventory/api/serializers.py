@@ -97,6 +97,11 @@ class ClusterSerializer(ContentSerializer):
         help_text="Namespaces whose pods the admission webhook never touches; default "
         "[kube-system].",
     )
+    requeue_pending = serializers.BooleanField(
+        required=False,
+        default=True,
+        help_text="After a change frees Pending pods, make kube-scheduler retry them at once.",
+    )
     # Read-only sync status.
     sync_state = serializers.ChoiceField(choices=SyncState.values, read_only=True)
     sync_started_at = serializers.DateTimeField(read_only=True, allow_null=True)

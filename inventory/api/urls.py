@@ -1,4 +1,5 @@
-"""Routes under /api/v1/: clusters, their sync trigger, nodes and node imports."""
+"""Routes under /api/v1/: clusters, their sync trigger, nodes and node imports, pods, Pending
+pods and violations."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from rest_framework.routers import SimpleRouter
 
 from core.api.formats import NodeListTextYAMLParser, NodeListXYAMLParser, NodeListYAMLParser
 from core.api.parsers import NodeListJSONParser
-from inventory.api import views
+from inventory.api import pods, views
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet, basename="cluster")
@@ -37,5 +38,16 @@ urlpatterns = [
         "clusters/<str:cluster_name>/nodes/<str:node>/",
         views.NodeViewSet.as_view({"get": "retrieve"}),
         name="node-detail",
+    ),
+    path(
+        "clusters/<str:cluster_name>/pods/",
+        pods.PodViewSet.as_view({"get": "list"}),
+        name="pod-list",
+    ),
+    path("clusters/<str:cluster_name>/pending/", pods.PendingView.as_view(), name="pending-list"),
+    path(
+        "clusters/<str:cluster_name>/violations/",
+        pods.ViolationsView.as_view(),
+        name="violation-list",
     ),
 ]

@@ -156,16 +156,40 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+# Parsed quantities by (resource, text): a cluster's pods repeat a few hundred of them, and a
+# list of 150,000 pods would otherwise parse each one again. Bounded; cleared when full.
+_PARSED: dict[tuple[str, str], int | None] = {}
+_PARSED_LIMIT = 65536
+
+
+def _base_units(name: str, quantity: Any) -> int | None:
+    """``to_base_units``, None for an unreadable quantity; text quantities are memoised."""
+    if not isinstance(quantity, str):
+        try:
+            return to_base_units(name, quantity)
+        except (QuantityError, TypeError, ValueError):
+            return None
+    key = (name, quantity)
+    if key in _PARSED:
+        return _PARSED[key]
+    try:
+        value: int | None = to_base_units(name, quantity)
+    except (QuantityError, TypeError, ValueError):
+        value = None
+    if len(_PARSED) >= _PARSED_LIMIT:
+        _PARSED.clear()
+    _PARSED[key] = value
+    return value
+
+
 def _quantities(raw: Any) -> dict[str, int]:
     """A ResourceList in base units; unreadable quantities count as absent."""
     out: dict[str, int] = {}
     for name, quantity in _map(raw).items():
-        if not isinstance(name, str):
-            continue
-        try:
-            out[name] = to_base_units(name, quantity)
-        except (QuantityError, TypeError, ValueError):
-            continue
+        if isinstance(name, str):
+            value = _base_units(name, quantity)
+            if value is not None:
+                out[name] = value
     return out
 
 

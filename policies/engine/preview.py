@@ -17,12 +17,13 @@ from policies.engine import kinds
 from policies.engine.admission import ANNOTATE, MUTATE
 from policies.engine.assignments import AssignmentSpec, effective_labels
 from policies.engine.checks import WeightCheck
-from policies.engine.evaluate import evaluate_pod
+from policies.engine.evaluate import ClusterEvaluator, evaluate_pod
 from policies.engine.facts import NodeFacts
 from policies.engine.placement import FILTER, WEIGHT, place_check
 from policies.engine.pods import PodFacts
 from policies.engine.policy import compile_policy
 from policies.engine.rules import compile_filter_rule, compile_weight_rule
+from policies.engine.snapshot import ClusterSnapshot
 
 
 @dataclass
@@ -294,3 +295,60 @@ def assignment_impact(
         changed_nodes=changed_nodes,
         changes=changes,
     )
+
+
+@dataclass
+class PodImpact:
+    """What a draft does to the pods of the inventory (counted in ``policies.preview``)."""
+
+    # Pods the draft's selector selects (bound and Pending).
+    selected: int
+    # Of those bound to a node, how many run on a node the draft (enforced) rejects.
+    running_rejected: int
+    # Pending pods whose passing nodes the save would add to / take from.
+    pending_gain: int
+    pending_lose: int
+    # Pending pods the draft or the saved version could select (no other can change).
+    pending: int
+
+    @property
+    def summary(self) -> str:
+        return (
+            f"of the {self.selected} pods in the inventory this policy selects, "
+            f"{self.running_rejected} run on nodes it would reject; "
+            f"{self.pending_gain} Pending pods would gain nodes, "
+            f"{self.pending_lose} would lose them"
+        )
+
+
+def pod_impact(
+    content: Mapping[str, Any],
+    cluster: ClusterSnapshot,
+    bound: Sequence[tuple[PodFacts, str]],
+    pending: Sequence[PodFacts],
+) -> PodImpact:
+    """Count a draft's effect on real pods: ``bound`` (pod, its node) and ``pending``, judged
+    over ``cluster``'s inventory. The draft replaces the saved policy of its name; Pending pods
+    compare the nodes passing them now with the nodes passing them once it is saved."""
+    draft = compile_policy({**content, "cluster": None}, version=0)
+    enforced = compile_policy({**content, "mode": "enforce", "enabled": True, "cluster": None})
+    alone = ClusterEvaluator([enforced], cluster.facts).table((0,)).reject
+    selected = 0
+    running_rejected = 0
+    for pod, node in bound:
+        if draft.selects(pod):
+            selected += 1
+            if alone.get(node) is not None:
+                running_rejected += 1
+    kept = [p for p in cluster.policies if p.name != draft.name]
+    after = ClusterEvaluator([*kept, draft] if draft.enabled else kept, cluster.facts)
+    before = cluster.evaluator
+    gain = lose = 0
+    for pod in pending:
+        if draft.selects(pod):
+            selected += 1
+        old = before.table(before.active(pod)).passing
+        new = after.table(after.active(pod)).passing
+        gain += bool(new - old)
+        lose += bool(old - new)
+    return PodImpact(selected, running_rejected, gain, lose, len(pending))

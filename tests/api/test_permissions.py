@@ -63,6 +63,10 @@ ROUTES = [
         WRITE,
         {"kind": "NodeList", "items": [node_object("new-1")]},
     ),
+    # pods
+    Route("GET", "/api/v1/clusters/prod/pods/", 200),
+    Route("GET", "/api/v1/clusters/prod/pending/", 200),
+    Route("GET", "/api/v1/clusters/prod/violations/", 200),
     # label assignments
     Route("GET", "/api/v1/label-assignments/", 200),
     Route("POST", "/api/v1/label-assignments/", 201, WRITE, assignment_data("other")),
@@ -145,6 +149,10 @@ def test_every_api_route_is_in_the_matrix():
             "/clusters/{name}/nodes/{name}/", "/clusters/{cluster_name}/nodes/{node}/"
         )
         path = path.replace("/clusters/{name}/nodes/", "/clusters/{cluster_name}/nodes/")
+        for nested in ("pods", "pending", "violations"):
+            path = path.replace(
+                f"/clusters/{{name}}/{nested}/", f"/clusters/{{cluster_name}}/{nested}/"
+            )
         if route.url == "decision-detail":
             path = "/api/v1/decisions/{id}/"
         covered.add((route.method, path))

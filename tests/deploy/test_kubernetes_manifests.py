@@ -162,7 +162,8 @@ def test_rbac_is_exactly_what_the_portal_does(built: tuple[str, list[dict[str, A
     }
     assert rules == {
         (("",), ("nodes",)): ["get", "list", "patch", "watch"],
-        (("",), ("pods/binding",)): ["create"],
+        (("",), ("pods",)): ["get", "list", "watch"],
+        (("",), ("pods/binding", "pods/eviction")): ["create"],
     }
     assert "Role" not in kinds  # nothing namespaced: leader election is an advisory lock
     (account,) = kinds["ServiceAccount"]

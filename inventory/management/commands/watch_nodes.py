@@ -1,4 +1,5 @@
-"""``manage.py watch_nodes [--cluster NAME]``: keep node inventories current through watches."""
+"""``manage.py watch_nodes [--cluster NAME] [--no-pods]``: keep node and pod inventories current
+through watches, and nudge kube-scheduler when a change frees Pending pods (inventory.requeue)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from core.metrics import serve_metrics
 from core.singleton import SingletonLock, wait_for_lock, watch_lock
 from inventory.metrics import watcher_leader
 from inventory.models import Cluster, ClusterSource
-from inventory.watch import watch_clusters
+from inventory.pod_watch import PodWatcher
+from inventory.requeue import DEBOUNCE_SECONDS, Requeuer
+from inventory.watch import ClusterWatcher, ResourceWatcher, watch_clusters
 
 # How often a standby retries the lock, and the holder checks it still holds it (seconds).
 LOCK_POLL_SECONDS = 2.0
@@ -21,8 +24,10 @@ LOCK_POLL_SECONDS = 2.0
 
 class Command(BaseCommand):
     help = (
-        "List and then watch the nodes of every Kubernetes cluster with sync enabled (or of one "
-        "cluster), applying changes to the inventory within a second. Stops on SIGTERM/SIGINT."
+        "List and then watch the nodes and pods of every Kubernetes cluster with sync enabled "
+        "(or of one cluster), applying changes to the inventory within a second, and make "
+        "kube-scheduler retry the Pending pods a published change frees. Stops on "
+        "SIGTERM/SIGINT."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -38,6 +43,17 @@ class Command(BaseCommand):
             type=float,
             default=LOCK_POLL_SECONDS,
             help="Seconds between a standby's tries for the leader lock (default 2).",
+        )
+        parser.add_argument(
+            "--no-pods",
+            action="store_true",
+            help="Watch nodes only: no pod inventory, no requeue after a change.",
+        )
+        parser.add_argument(
+            "--requeue-debounce",
+            type=float,
+            default=DEBOUNCE_SECONDS,
+            help="Seconds between two requeue nudges of one cluster (default 5).",
         )
         parser.add_argument(
             "--metrics-port",
@@ -82,9 +98,18 @@ class Command(BaseCommand):
 
         watch_lock(lock, stop, poll=poll, on_lost=on_lost)
         leader.set(1)
-        self.stdout.write(f"watching nodes of {name or 'every enabled Kubernetes cluster'}")
+        kinds: tuple[type[ResourceWatcher], ...] = (ClusterWatcher,)
+        what = "nodes"
+        if not options["no_pods"]:
+            kinds = (ClusterWatcher, PodWatcher)
+            what = "nodes and pods"
+            # The leader holds the pod inventory current, so it is the one that compares each
+            # published revision with the last over the Pending pods (inventory.requeue).
+            requeuer = Requeuer(debounce=options["requeue_debounce"])
+            threading.Thread(target=requeuer.run, args=(stop,), name="requeue", daemon=True).start()
+        self.stdout.write(f"watching {what} of {name or 'every enabled Kubernetes cluster'}")
         try:
-            watch_clusters(stop, cluster_name=name, refresh_seconds=options["refresh"])
+            watch_clusters(stop, cluster_name=name, refresh_seconds=options["refresh"], kinds=kinds)
         finally:
             leader.set(0)
             lock.release()

@@ -21,7 +21,11 @@ class Command(BaseCommand):
             self.stdout.write(f"Created cluster {DEMO_CLUSTER!r}.")
         if result.nodes_added:
             self.stdout.write(f"Loaded {result.nodes_added} demo nodes into {DEMO_CLUSTER!r}.")
+        if result.pods_added:
+            self.stdout.write(f"Loaded {result.pods_added} demo pods into {DEMO_CLUSTER!r}.")
         for what in result.created:
             self.stdout.write(f"Created {what}.")
-        if not (result.cluster_created or result.nodes_added or result.created):
+        if not (
+            result.cluster_created or result.nodes_added or result.pods_added or result.created
+        ):
             self.stdout.write("Demo data already present; nothing changed.")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import wire
-from .state import ApiError, RecordedRequest, bookmark_line, error_line
+from .state import NODES, PODS, RESOURCES, ApiError, RecordedRequest, bookmark_line, error_line
 
 if TYPE_CHECKING:
     from .server import FakeKubeServer
@@ -131,7 +131,7 @@ class KubeHandler(BaseHTTPRequestHandler):
             return self._send(200, b'{"kind":"APIGroupList","apiVersion":"v1","groups":[]}')
         if parts[:3] == ["api", "v1", "nodes"] and len(parts) <= 4:
             if len(parts) == 3 and method == "GET":
-                return self._nodes_collection(query)
+                return self._collection(NODES, query)
             if len(parts) == 4 and method == "GET":
                 return self._send(200, self.fake.state.get(parts[3]).full_bytes())
             if len(parts) == 4 and method == "PATCH":
@@ -139,6 +139,18 @@ class KubeHandler(BaseHTTPRequestHandler):
                 node = self.fake.state.patch_node(parts[3], content_type, body)
                 return self._send(200, node.full_bytes())
             raise ApiError(405, f"the server does not allow this method on {path}")
+        # GET /api/v1/pods and /api/v1/namespaces/{ns}/pods: list or watch
+        if method == "GET" and parts == ["api", "v1", "pods"]:
+            return self._collection(PODS, query)
+        if parts[:3] == ["api", "v1", "namespaces"] and len(parts) >= 5 and parts[4] == "pods":
+            if len(parts) == 5 and method == "GET":
+                return self._collection(PODS, query, namespace=parts[3])
+            if len(parts) == 6 and method == "GET":
+                stored = self.fake.state.get(f"{parts[3]}/{parts[5]}", PODS)
+                return self._send(200, stored.full_bytes())
+            # POST .../pods/{name}/eviction (policy/v1 Eviction)
+            if len(parts) == 7 and parts[6] == "eviction" and method == "POST":
+                return self._evict(parts[3], parts[5], body)
         # POST /api/v1/namespaces/{ns}/pods/{name}/binding (create_namespaced_pod_binding)
         # POST /api/v1/namespaces/{ns}/bindings (create_namespaced_binding; pod from the body)
         if method == "POST" and parts[:3] == ["api", "v1", "namespaces"]:
@@ -165,12 +177,25 @@ class KubeHandler(BaseHTTPRequestHandler):
         # Exactly what the apiserver answers; the Python client cannot turn it into V1Binding.
         self._send(201, wire.dumps(wire.success_status(201)))
 
-    def _nodes_collection(self, query: dict[str, list[str]]) -> None:
+    def _evict(self, namespace: str, pod: str, raw: bytes) -> None:
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError as exc:
+            raise ApiError(400, f"error decoding eviction: {exc}") from exc
+        if not isinstance(body, dict):
+            raise ApiError(400, "eviction must be a JSON object")
+        self.fake.state.evict(namespace, pod, body)
+        # The eviction REST answers a bare success Status with 201.
+        self._send(201, wire.dumps(wire.success_status(201)))
+
+    def _collection(
+        self, resource: str, query: dict[str, list[str]], namespace: str | None = None
+    ) -> None:
         def param(name: str) -> str:
             return query.get(name, [""])[-1]
 
         if _flag(param("watch")):
-            return self._watch(param)
+            return self._watch(param, resource, namespace)
         try:
             limit = int(param("limit") or 0)
         except ValueError as exc:
@@ -185,13 +210,15 @@ class KubeHandler(BaseHTTPRequestHandler):
         failure = self.fake.faults.take_page_failure(page)
         if failure is not None:
             raise ApiError(failure, f"Internal error occurred: injected fault on list page {page}")
-        # labelSelector / fieldSelector are accepted and ignored: the portal lists all nodes.
-        self._send(200, self.fake.state.list_page(limit, cont))
+        # labelSelector / fieldSelector are accepted and ignored: the portal lists everything.
+        self._send(200, self.fake.state.list_page(limit, cont, resource, namespace))
         return None
 
     # -- watch ---------------------------------------------------------------------------------
 
-    def _watch(self, param: Callable[[str], str]) -> None:
+    def _watch(
+        self, param: Callable[[str], str], resource: str = NODES, namespace: str | None = None
+    ) -> None:
         fake, state = self.fake, self.fake.state
         raw_rv = param("resourceVersion")
         try:
@@ -214,12 +241,13 @@ class KubeHandler(BaseHTTPRequestHandler):
             fake.active_watches += 1
         try:
             try:
-                initial, position = state.watch_start(start_rv)
+                initial, position = state.watch_start(start_rv, resource, namespace)
             except ApiError as exc:
                 # A too-old RV is a 200 stream with one ERROR event, not an HTTP error.
                 self._chunk(error_line(exc.body))
             else:
-                if self._stream(initial, position, deadline, bookmarks, drop_after):
+                where = (resource, namespace)
+                if self._stream(initial, position, deadline, bookmarks, drop_after, where):
                     return
             self.wfile.write(b"0\r\n\r\n")
         except OSError:
@@ -247,6 +275,7 @@ class KubeHandler(BaseHTTPRequestHandler):
         deadline: float,
         bookmarks: bool,
         drop: int | None,
+        where: tuple[str, str | None] = (NODES, None),
     ) -> bool:
         """Send events until the deadline; True when the connection was dropped on purpose."""
         fake, state = self.fake, self.fake.state
@@ -269,7 +298,9 @@ class KubeHandler(BaseHTTPRequestHandler):
                 return False
             wake = min(deadline, next_bookmark) if bookmarks else deadline
             try:
-                events, current = state.wait_events(position, min(wake - now, WATCH_POLL_SECONDS))
+                events, current = state.wait_events(
+                    position, min(wake - now, WATCH_POLL_SECONDS), *where
+                )
             except ApiError as exc:
                 # Compacted past this watcher while it was connected.
                 self._chunk(error_line(exc.body))
@@ -277,10 +308,12 @@ class KubeHandler(BaseHTTPRequestHandler):
             if events:
                 pending = [event.line() for event in events]
                 position = events[-1].rv
-            elif bookmarks and time.monotonic() >= next_bookmark:
-                # Empty answer: every event up to `current` has been sent, so it is safe.
-                position = max(position, current)
-                self._chunk(bookmark_line(position))
+                continue
+            # Empty answer: every event of this watch up to `current` has been sent (a
+            # namespaced watch may have skipped other namespaces' events), so it is safe.
+            position = max(position, current)
+            if bookmarks and time.monotonic() >= next_bookmark:
+                self._chunk(bookmark_line(position, RESOURCES[where[0]][0]))
                 next_bookmark = time.monotonic() + fake.bookmark_interval
 
     def _client_gone(self) -> bool:

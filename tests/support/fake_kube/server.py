@@ -14,9 +14,13 @@ from typing import Any, Self
 from .faults import Faults
 from .handler import KubeHandler
 from .state import (
+    PODS,
     ClusterState,
+    DisruptionBudget,
     NodeChange,
+    ObjectChange,
     RecordedBinding,
+    RecordedEviction,
     RecordedPatch,
     RecordedRequest,
 )
@@ -59,7 +63,8 @@ class _HTTPServer(ThreadingHTTPServer):
 
 
 class FakeKubeServer:
-    """A Kubernetes API server double on 127.0.0.1 for nodes, watches, patches and bindings.
+    """A Kubernetes API server double on 127.0.0.1 for nodes and pods: lists, watches, node
+    patches, bindings and evictions.
 
     >>> with FakeKubeServer() as kube:
     ...     kube.add_node({"metadata": {"name": "n1"}})
@@ -212,6 +217,43 @@ class FakeKubeServer:
     def get_node(self, name: str) -> JSON:
         """A deep copy of one node; KeyError when it does not exist."""
         return self.nodes()[name]
+
+    def add_pod(self, obj: JSON) -> JSON:
+        """Create a pod as the apiserver would (uid, creationTimestamp, schedulerName, priority
+        and phase Pending filled in when absent); emit ADDED; return the stored pod."""
+        return self.state.add_pod(obj)
+
+    def modify_pod(self, namespace: str, name: str, change: ObjectChange) -> JSON:
+        """Change a pod with ``fn(copy) -> new | None`` or a JSON merge patch; emit MODIFIED."""
+        return self.state.modify_pod(namespace, name, change)
+
+    def delete_pod(self, namespace: str, name: str) -> JSON:
+        """Remove a pod and emit DELETED carrying its last state."""
+        return self.state.delete_pod(namespace, name)
+
+    def set_pods(self, objs: list[JSON]) -> None:
+        """Replace every pod without events (compacts history: older watches get 410)."""
+        self.state.set_pods(objs)
+
+    def pods(self) -> dict[str, JSON]:
+        """A deep copy of the current pods, by ``namespace/name``."""
+        return self.state.snapshot(PODS)
+
+    def get_pod(self, namespace: str, name: str) -> JSON:
+        """A deep copy of one pod; KeyError when it does not exist."""
+        return self.pods()[f"{namespace}/{name}"]
+
+    def add_disruption_budget(
+        self, namespace: str, name: str, match_labels: dict[str, str], min_available: int
+    ) -> None:
+        """A PodDisruptionBudget (``minAvailable``) that evictions of the pods it selects obey."""
+        self.state.add_budget(DisruptionBudget(namespace, name, dict(match_labels), min_available))
+
+    @property
+    def evictions(self) -> list[RecordedEviction]:
+        """Eviction requests with the status each got, oldest first."""
+        with self.state.cond:
+            return list(self.state.evictions)
 
     @property
     def bindings(self) -> list[RecordedBinding]:

@@ -9,6 +9,7 @@ import base64
 import binascii
 import copy
 import json
+import uuid
 from typing import Any
 
 JSON = dict[str, Any]
@@ -78,6 +79,14 @@ def not_found(kind: str, name: str) -> JSON:
     return status_body(404, f'{kind} "{name}" not found', details={"name": name, "kind": kind})
 
 
+_UID_NAMESPACE = uuid.UUID("0b5c0f6e-6a3c-4c55-9d1e-3f1f2b8f7a10")
+
+
+def pod_uid(namespace: str, name: Any) -> str:
+    """A stable uid for a pod created without one (the apiserver makes a random one)."""
+    return str(uuid.uuid5(_UID_NAMESPACE, f"{namespace}/{name}"))
+
+
 def dumps(obj: Any) -> bytes:
     """Compact JSON as the apiserver writes it (no spaces)."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
@@ -97,10 +106,16 @@ def forbidden_message(method: str, path: str, watch: bool) -> str:
         subject = "nodes" if len(parts) == 3 else f'nodes "{parts[3]}"'
         scope = "at the cluster scope"
         resource = "nodes"
+    elif parts[:3] == ["api", "v1", "pods"] and len(parts) == 3:
+        verb = "watch" if watch else "list"
+        subject, resource, scope = "pods", "pods", "at the cluster scope"
     elif parts[:3] == ["api", "v1", "namespaces"] and len(parts) >= 5:
         pod = parts[5] if len(parts) > 5 else ""
         subject = f'pods "{pod}"' if pod else parts[4]
-        resource = "pods/binding" if pod else parts[4]
+        if len(parts) == 5 and method == "GET":
+            verb = "watch" if watch else "list"
+        sub = f"/{parts[6]}" if len(parts) > 6 else ""
+        resource = f"pods{sub}" if pod else parts[4]
         scope = f'in the namespace "{parts[3]}"'
     else:
         return f'forbidden: {user} cannot {verb} path "{path}"'
@@ -237,7 +252,13 @@ API_V1_RESOURCES: JSON = {
             False,
             ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
         ),
-        _resource("pods", "Pod", True, ["get", "list", "watch"]),
+        _resource(
+            "pods",
+            "Pod",
+            True,
+            ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        ),
         _resource("pods/binding", "Binding", True, ["create"]),
+        _resource("pods/eviction", "Eviction", True, ["create"]),
     ],
 }

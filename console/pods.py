@@ -1,0 +1,222 @@
+"""The Pending and Violations pages: the portal's verdict on the cluster's pods now.
+
+Both read ``inventory.pod_verdicts`` (the engine's judgement with the snapshot the extender
+serves). Viewers read; only users holding ``inventory.evict_pod`` (editors) may evict, and an
+eviction is shown with its impact and confirmed first (``inventory.evict`` does it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from core.errors import ContentError
+from inventory.evict import MAX_PER_REQUEST, pods_evict, stored_pods
+from inventory.models import Cluster, ClusterSource, PodInventory
+from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
+from policies.models import Policy
+
+SHOWN_PER_GROUP = 50
+SHOWN_VIOLATIONS = 500
+VIEW_PERMISSION = "inventory.view_pod"
+EVICT_PERMISSION = "inventory.evict_pod"
+
+
+@dataclass
+class Group:
+    reason: str
+    count: int
+    policy: str = ""
+    policy_url: str = ""
+    explain_url: str = ""
+    rows: list[PendingRow] = field(default_factory=list)
+    # (row, its explain link) for the pods Pending for other reasons
+    links: list[tuple[PendingRow, str]] = field(default_factory=list)
+
+    @property
+    def hidden(self) -> int:
+        return max(0, self.count - len(self.rows))
+
+
+def _require(request: HttpRequest, permission: str) -> None:
+    if not request.user.has_perm(permission):
+        raise PermissionDenied
+
+
+def _pick_cluster(request: HttpRequest) -> tuple[list[str], Cluster | None]:
+    names = list(Cluster.objects.order_by("-is_default", "name").values_list("name", flat=True))
+    wanted = (
+        request.GET.get("cluster") or request.POST.get("cluster") or (names[0] if names else "")
+    )
+    return names, Cluster.objects.filter(name=wanted).first()
+
+
+def explain_url(cluster: str, namespace: str, name: str, labels: dict[str, str]) -> str:
+    """The explain page for this pod (its namespace and labels are what policies select on)."""
+    query = {
+        "cluster": cluster,
+        "namespace": namespace,
+        "name": name,
+        "labels": "\n".join(f"{k}={v}" for k, v in sorted(labels.items())),
+    }
+    return f"{reverse('console-explain')}?{urlencode(query)}"
+
+
+def _policy_urls(names: set[str]) -> dict[str, str]:
+    return {
+        name: reverse("admin:policies_policy_change", args=[pk])
+        for pk, name in Policy.objects.filter(name__in=names).values_list("pk", "name")
+    }
+
+
+def pending_groups(cluster: str, rows: list[PendingRow]) -> tuple[list[Group], Group | None]:
+    """Pods the portal holds (no passing node), grouped by the reason that rejects most of
+    their nodes; and the rest, Pending for kube-scheduler's own reasons."""
+    held: dict[str, Group] = {}
+    for row in rows:
+        if not row.held:
+            continue
+        group = held.setdefault(row.first_reason, Group(row.first_reason, 0))
+        group.count += 1
+        if len(group.rows) < SHOWN_PER_GROUP:
+            group.rows.append(row)
+    urls = _policy_urls({reason.partition("/")[0] for reason in held})
+    for group in held.values():
+        group.policy = group.reason.partition("/")[0]
+        group.policy_url = urls.get(group.policy, "")
+        sample = group.rows[0]
+        group.explain_url = explain_url(cluster, sample.namespace, sample.name, sample.labels)
+    ordered = sorted(held.values(), key=lambda g: (-g.count, g.reason))
+    others = [row for row in rows if not row.held]
+    rest = None
+    if others:
+        shown = others[:SHOWN_PER_GROUP]
+        rest = Group(
+            "",
+            len(others),
+            rows=shown,
+            links=[(r, explain_url(cluster, r.namespace, r.name, r.labels)) for r in shown],
+        )
+    return ordered, rest
+
+
+def _requeue_state(cluster: Cluster) -> dict[str, Any]:
+    inventory = PodInventory.objects.filter(cluster=cluster).first()
+    return {
+        "static": cluster.source == ClusterSource.STATIC,
+        "enabled": cluster.requeue_pending,
+        "inventory": inventory,
+    }
+
+
+def pending_view(request: HttpRequest) -> HttpResponse:
+    """Pending pods of a cluster with the portal's verdict now, grouped by reason."""
+    _require(request, VIEW_PERMISSION)
+    names, cluster = _pick_cluster(request)
+    context: dict[str, Any] = {
+        **admin.site.each_context(request),
+        "title": "Pending pods",
+        "subtitle": None,
+        "clusters": names,
+        "cluster": cluster,
+    }
+    if cluster is not None:
+        report = pending_report(cluster, namespace=request.GET.get("namespace") or None)
+        groups, rest = pending_groups(cluster.name, report.rows)
+        context.update(
+            report=report,
+            groups=groups,
+            rest=rest,
+            requeue=_requeue_state(cluster),
+            namespace=request.GET.get("namespace", ""),
+        )
+    return TemplateResponse(request, "console/pending.html", context)
+
+
+def _violation_key(row: ViolationRow) -> str:
+    return f"{row.namespace}/{row.name}"
+
+
+def violations_view(request: HttpRequest) -> HttpResponse:
+    """Running pods on nodes the enforce policies now reject; editors may evict some."""
+    _require(request, VIEW_PERMISSION)
+    names, cluster = _pick_cluster(request)
+    can_evict = bool(
+        cluster is not None
+        and cluster.source == ClusterSource.KUBERNETES
+        and request.user.has_perm(EVICT_PERMISSION)
+    )
+    context: dict[str, Any] = {
+        **admin.site.each_context(request),
+        "title": "Pods that break a rule",
+        "subtitle": None,
+        "clusters": names,
+        "cluster": cluster,
+        "can_evict": can_evict,
+        "max_per_request": MAX_PER_REQUEST,
+    }
+    if cluster is None:
+        return TemplateResponse(request, "console/violations.html", context)
+    rows = violations(cluster, namespace=request.GET.get("namespace") or None)
+    if request.method == "POST":
+        if not can_evict:
+            raise PermissionDenied
+        return _evict_flow(request, cluster, rows, context)
+    urls = _policy_urls({r.reasons[0].partition("/")[0] for r in rows})
+    context.update(
+        rows=rows[:SHOWN_VIOLATIONS],
+        hidden=max(0, len(rows) - SHOWN_VIOLATIONS),
+        total=len(rows),
+        policy_urls=urls,
+        namespace=request.GET.get("namespace", ""),
+    )
+    return TemplateResponse(request, "console/violations.html", context)
+
+
+def _evict_flow(
+    request: HttpRequest, cluster: Cluster, rows: list[ViolationRow], context: dict[str, Any]
+) -> HttpResponse:
+    chosen = [key for key in request.POST.getlist("pod") if "/" in key]
+    by_key = {_violation_key(row): row for row in rows}
+    selected = [by_key[key] for key in dict.fromkeys(chosen) if key in by_key]
+    back = f"{reverse('console-violations')}?{urlencode({'cluster': cluster.name})}"
+    if not selected:
+        messages.warning(request, "Choose the pods to evict: none of those sent breaks a rule now.")
+        return HttpResponseRedirect(back)
+    if len(selected) > MAX_PER_REQUEST:
+        messages.error(request, f"At most {MAX_PER_REQUEST} pods at a time.")
+        return HttpResponseRedirect(back)
+    if request.POST.get("confirm") != "yes":
+        keys = [(row.namespace, row.name) for row in selected]
+        owners = {(p.namespace, p.name): p for p in stored_pods(cluster, keys)}
+        context.update(
+            title="Evict these pods?",
+            selected=selected,
+            owners=owners,
+        )
+        return TemplateResponse(request, "console/evict_confirm.html", context)
+    try:
+        results = pods_evict(
+            actor=request.user, cluster=cluster, pods=[(r.namespace, r.name) for r in selected]
+        )
+    except ContentError as exc:
+        for problems in exc.errors.values():
+            for problem in problems:
+                messages.error(request, problem)
+        return HttpResponseRedirect(back)
+    evicted = sum(r.ok for r in results)
+    level = messages.SUCCESS if evicted == len(results) else messages.WARNING
+    messages.add_message(request, level, f"{evicted} of {len(results)} pods evicted.")
+    for result in results:
+        if not result.ok:
+            messages.warning(
+                request, f"{result.namespace}/{result.name}: {result.outcome}: {result.message}"
+            )
+    return HttpResponseRedirect(back)

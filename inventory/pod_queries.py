@@ -1,0 +1,121 @@
+"""Reads of the pod inventory, for the pages, the API and what builds on it (managed resources,
+the portal's own scheduler, admission).
+
+Every function takes a cluster and answers from the stored slim records (``inventory.models.Pod``)
+in a bounded number of queries. What kube-scheduler would count of a pod is there already:
+``requests`` in base units (CPU millicores, bytes, counts), summed as it sums them.
+
+- :func:`pods_on_node` — the pods bound to a node, with their requests; :func:`requested_on_node`
+  and :func:`requested_by_node` — their sums, per resource.
+- :func:`pending_pods` — the Pending pods no node is bound to (optionally for some schedulers).
+- :func:`bound_pods` — pods bound to a node that still hold it (not terminating, not finished).
+- :func:`pod_facts` / :func:`pod_spec_facts` — a record in the engine's terms, for the policies
+  (namespace, labels) and for kube-scheduler's basic fit (requests, tolerations, selection).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import QuerySet
+
+from inventory.models import Cluster, Pod, PodPhase
+from policies.engine.pods import PodFacts
+from policies.engine.podspec import HostPort, PodSpecFacts, required_terms_from, tolerations_from
+
+# Phases of pods that hold (or wait for) a node; Succeeded and Failed never reach the inventory.
+ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.UNKNOWN)
+
+
+def cluster_pods(cluster: Cluster) -> QuerySet[Pod]:
+    """Every pod of the cluster's inventory."""
+    return Pod.objects.filter(cluster=cluster)
+
+
+def pods_on_node(cluster: Cluster, node: str) -> QuerySet[Pod]:
+    """The pods bound to ``node`` that still hold it (terminating ones are left out), by name."""
+    return bound_pods(cluster).filter(node_name=node).order_by("namespace", "name")
+
+
+def bound_pods(cluster: Cluster) -> QuerySet[Pod]:
+    """Pods bound to a node, not terminating."""
+    return (
+        cluster_pods(cluster)
+        .filter(phase__in=ACTIVE_PHASES, terminating=False)
+        .exclude(node_name="")
+    )
+
+
+def pending_pods(
+    cluster: Cluster, *, scheduler_names: Iterable[str] | None = None
+) -> QuerySet[Pod]:
+    """Pods waiting for a node (phase Pending, not bound, not terminating), oldest waiting
+    first; ``scheduler_names`` keeps those that name one of these schedulers."""
+    pods = cluster_pods(cluster).filter(phase=PodPhase.PENDING, node_name="", terminating=False)
+    if scheduler_names is not None:
+        pods = pods.filter(scheduler_name__in=list(scheduler_names))
+    return pods.order_by("scheduled_since", "created_at", "namespace", "name")
+
+
+def _add(total: dict[str, int], requests: Any) -> None:
+    if isinstance(requests, dict):
+        for resource, value in requests.items():
+            if isinstance(value, int):
+                total[resource] = total.get(resource, 0) + value
+
+
+def requested_on_node(cluster: Cluster, node: str) -> dict[str, int]:
+    """What the pods bound to ``node`` request in all, per resource (base units), and
+    ``pods``: how many they are (kube-scheduler counts pods against allocatable ``pods``)."""
+    total: dict[str, int] = {}
+    count = 0
+    for requests in pods_on_node(cluster, node).values_list("requests", flat=True):
+        _add(total, requests)
+        count += 1
+    if count:
+        total["pods"] = total.get("pods", 0) + count
+    return total
+
+
+def requested_by_node(cluster: Cluster) -> dict[str, dict[str, int]]:
+    """:func:`requested_on_node` for every node with pods, in one query."""
+    totals: dict[str, dict[str, int]] = {}
+    rows = bound_pods(cluster).values_list("node_name", "requests")
+    for node, requests in rows.iterator(chunk_size=5000):
+        total = totals.setdefault(node, {})
+        _add(total, requests)
+        total["pods"] = total.get("pods", 0) + 1
+    return totals
+
+
+def pod_facts(pod: Pod) -> PodFacts:
+    """What policies select a pod by: namespace and labels (name and uid identify it)."""
+    labels = pod.labels if isinstance(pod.labels, dict) else {}
+    return PodFacts(namespace=pod.namespace, name=pod.name, uid=pod.uid, labels=labels)
+
+
+def pod_spec_facts(pod: Pod) -> PodSpecFacts:
+    """What kube-scheduler's basic fit (``policies.engine.fit``) reads of a stored pod."""
+    spec: dict[str, Any] = {"tolerations": pod.tolerations}
+    if pod.required_affinity is not None:
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": pod.required_affinity
+            }
+        }
+    ports = tuple(
+        HostPort(int(p["port"]), str(p.get("protocol", "TCP")), str(p.get("host_ip", "0.0.0.0")))
+        for p in pod.host_ports or ()
+        if isinstance(p, dict) and isinstance(p.get("port"), int)
+    )
+    return PodSpecFacts(
+        requests={k: v for k, v in (pod.requests or {}).items() if isinstance(v, int)},
+        node_selector=dict(pod.node_selector or {}),
+        required_terms=required_terms_from(spec),
+        tolerations=tolerations_from(spec),
+        node_name=pod.node_name,
+        host_ports=ports,
+        priority=pod.priority,
+        scheduler_name=pod.scheduler_name or "default-scheduler",
+    )

@@ -1,0 +1,79 @@
+"""Evictions through the Eviction API against the fake API server: PodDisruptionBudgets are
+respected (429 reported, never retried), evictions are capped per cluster and audited."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+
+from core.errors import ContentError
+from core.models import AuditEntry
+from inventory.evict import pods_evict
+from inventory.models import Cluster
+from tests.factories import make_cluster
+from tests.support.fake_kube import FakeKubeServer
+from tests.support.pods import realistic_pod
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _no_pacing(settings) -> None:
+    settings.EVICTION_INTERVAL_SECONDS = 0
+    # The per-minute allowance lives in the cache, keyed by cluster id: ids repeat across tests.
+    cache.clear()
+
+
+def running(kube: FakeKubeServer, count: int) -> list[tuple[str, str]]:
+    keys = []
+    for i in range(count):
+        pod = kube.add_pod(realistic_pod(i * 8, node=f"node-{i}", slim=True))  # app checkout
+        keys.append((pod["metadata"]["namespace"], pod["metadata"]["name"]))
+    return keys
+
+
+def test_evicts_and_audits(kube: FakeKubeServer, cluster: Cluster) -> None:
+    keys = running(kube, 2)
+    results = pods_evict(actor=None, cluster=cluster, pods=keys)
+    assert [(r.ok, r.outcome) for r in results] == [(True, "evicted"), (True, "evicted")]
+    assert kube.pods() == {}
+    entry = AuditEntry.objects.get(action="evict", object_name=cluster.name)
+    assert entry.after == {f"{ns}/{name}": "evicted" for ns, name in keys}
+
+
+def test_a_budget_that_forbids_is_reported_and_not_retried(
+    kube: FakeKubeServer, cluster: Cluster
+) -> None:
+    keys = running(kube, 2)
+    kube.add_disruption_budget(keys[0][0], "checkout", {"app": "checkout"}, min_available=2)
+    results = pods_evict(actor=None, cluster=cluster, pods=keys[:1])
+    (result,) = results
+    assert (result.ok, result.outcome) == (False, "refused")
+    assert "violate the pod's disruption budget" in result.message
+    assert "needs 2 healthy pods and has 2 currently" in result.message
+    assert len(kube.pods()) == 2
+    assert [e.code for e in kube.evictions] == [429]  # asked once, not again
+
+
+def test_a_missing_pod_is_reported_gone(kube: FakeKubeServer, cluster: Cluster) -> None:
+    (result,) = pods_evict(actor=None, cluster=cluster, pods=[("shop", "gone")])
+    assert (result.ok, result.outcome) == (False, "gone")
+
+
+def test_capped_per_cluster(kube: FakeKubeServer, cluster: Cluster, settings) -> None:
+    settings.EVICTIONS_PER_MINUTE = 2
+    keys = running(kube, 3)
+    results = pods_evict(actor=None, cluster=cluster, pods=keys)
+    assert [r.outcome for r in results] == ["evicted", "evicted", "rate-limited"]
+    assert len(kube.evictions) == 2
+
+
+def test_static_clusters_and_empty_choices_are_refused(
+    kube: FakeKubeServer, cluster: Cluster
+) -> None:
+    static = make_cluster("static-one")
+    with pytest.raises(ContentError):
+        pods_evict(actor=None, cluster=static, pods=[("a", "b")])
+    with pytest.raises(ContentError):
+        pods_evict(actor=None, cluster=cluster, pods=[])
+    assert kube.evictions == []

@@ -277,6 +277,18 @@ EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")
 EXTENDER_BIND_ALLOWED_CIDRS = os.environ.get("EXTENDER_BIND_ALLOWED_CIDRS", "")
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
 
+# --- Cluster credentials (inventory.credentials, docs/operations.md) -------------------------
+# A cluster names its kubeconfig (or token/CA directory) in this operator-provisioned
+# directory (in Kubernetes a mounted Secret); nothing outside it is ever read.
+KUBECONFIG_DIR = Path(os.environ.get("KUBECONFIG_DIR", VAR_DIR / "kubeconfigs"))
+# Commands a kubeconfig's exec plugin (or an auth-provider's cmd-path) may run, and the
+# auth-providers it may use, e.g. "aws,gke-gcloud-auth-plugin,kubelogin" (empty: none).
+KUBECONFIG_ALLOWED_COMMANDS = env_list("KUBECONFIG_ALLOWED_COMMANDS", "")
+KUBECONFIG_ALLOWED_AUTH_PROVIDERS = env_list("KUBECONFIG_ALLOWED_AUTH_PROVIDERS", "")
+# Local operators only: an empty kubeconfig name means this process's own KUBECONFIG or
+# ~/.kube/config (commands still checked).
+KUBECONFIG_DEFAULT_LOOKUP = env_bool("KUBECONFIG_DEFAULT_LOOKUP", False)
+
 # --- Generated scheduler configuration ------------------------------------------------------
 # The URL kube-scheduler reaches the extender at (its urlPrefix): the extender's own when it is
 # served apart from the portal, else the portal's. Unset: the host of the request, with a warning.

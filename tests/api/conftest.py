@@ -66,7 +66,7 @@ def world(db):
     from tests.factories import load_nodes, make_assignment, make_cluster, make_policy, node_object
 
     prod = make_cluster("prod", is_default=True)
-    make_cluster("kube", source="kubernetes")
+    make_cluster("kube", source="kubernetes", kubeconfig_path="kube")
     load_nodes(
         prod,
         [

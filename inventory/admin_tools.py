@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString
 
 from core.admin import html_table
 from core.errors import ContentError
+from core.middleware import allows_large_body
 from inventory.drift import cached_cluster_assignments, cluster_drift_summary, node_drift
 from inventory.imports import nodes_import, parse_node_list
 from inventory.models import Cluster, ClusterSource, Node
@@ -66,7 +67,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         extra = [
             path(
                 "<path:object_id>/import-nodes/",
-                self.admin_site.admin_view(self.import_nodes_view),
+                self.admin_site.admin_view(allows_large_body(self.import_nodes_view)),
                 name="{}_{}_import_nodes".format(*info),
             ),
         ]

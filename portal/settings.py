@@ -91,6 +91,9 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before CSRF, which parses form bodies: oversized and anonymous multipart bodies are
+    # refused before anything reads them (core.middleware).
+    "core.middleware.RequestBodyGuard",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -316,6 +319,10 @@ STORAGES = {
 # parsers hold every other document to core.limits.MAX_DOCUMENT_BYTES (4 MiB).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 128 * 1024 * 1024)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
+# Uploads larger than FILE_UPLOAD_MAX_MEMORY_SIZE are spooled here, a directory of the portal's
+# own (created 0700 when first needed), never the system's temporary directory, where other
+# processes and paths the portal reads could find them (docs/threat-model.md, "Uploads").
+FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads")
 
 # --- Security -------------------------------------------------------------------------------
 # TLS is terminated in front of the portal in production; these follow that deployment.

@@ -46,6 +46,8 @@ def configure(workdir: Path) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "portal.settings",
         "REDIS_URL": "",
         "LOG_LEVEL": "WARNING",
+        # bench_http measures gunicorn serving portal.wsgi: the web port's compatibility route.
+        "EXTENDER_ON_WEB_PORT": "true",
     }
     os.environ.update(env)
     import django

@@ -18,7 +18,6 @@ system's temporary directory.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -84,8 +83,4 @@ class RequestBodyGuard:
                 },
                 status=413,
             )
-        if length > in_memory and request.META.get("CONTENT_TYPE", "").startswith("multipart/"):
-            # Created when first needed, by the process that spools into it (the image's
-            # build runs as another user than the portal).
-            os.makedirs(settings.FILE_UPLOAD_TEMP_DIR, mode=0o700, exist_ok=True)
         return None

@@ -8,6 +8,7 @@ the process refuses to start without ``SECRET_KEY``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -59,6 +60,10 @@ if not SECRET_KEY:
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = env_int("PORT", 8000)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+# In Kubernetes the pod's own address (downward API): kubelet's probes and Prometheus reach a
+# pod by it, and the web port's probes and metrics honour ALLOWED_HOSTS like every page.
+if os.environ.get("POD_IP", "").strip():
+    ALLOWED_HOSTS.append(os.environ["POD_IP"].strip())
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -279,6 +284,13 @@ EXTENDER_TLS_CLIENT_NAMES = os.environ.get("EXTENDER_TLS_CLIENT_NAMES", "").stri
 EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")
 EXTENDER_BIND_ALLOWED_CIDRS = os.environ.get("EXTENDER_BIND_ALLOWED_CIDRS", "")
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
+# The web port serves kube-scheduler's verbs only when this turns the compatibility route on
+# (then under the same allowlists; never with client certificates required). portal/wsgi.py.
+EXTENDER_ON_WEB_PORT = env_bool("EXTENDER_ON_WEB_PORT", False)
+# Who may read the web port's /metrics, and its /healthz and /readyz (comma-separated CIDRs;
+# empty: anyone who reaches the port and names an allowed host).
+WEB_METRICS_ALLOWED_CIDRS = os.environ.get("WEB_METRICS_ALLOWED_CIDRS", "")
+WEB_PROBES_ALLOWED_CIDRS = os.environ.get("WEB_PROBES_ALLOWED_CIDRS", "")
 
 # --- Cluster credentials (inventory.credentials, docs/operations.md) -------------------------
 # A cluster names its kubeconfig (or token/CA directory) in this operator-provisioned
@@ -320,9 +332,12 @@ STORAGES = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 128 * 1024 * 1024)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
 # Uploads larger than FILE_UPLOAD_MAX_MEMORY_SIZE are spooled here, a directory of the portal's
-# own (created 0700 when first needed), never the system's temporary directory, where other
-# processes and paths the portal reads could find them (docs/threat-model.md, "Uploads").
+# own (0700), never the system's temporary directory, where other processes and paths the
+# portal reads could find them (docs/threat-model.md, "Uploads").
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads")
+# A directory that cannot be made is reported by Django's system check (files.E001).
+with contextlib.suppress(OSError):
+    os.makedirs(FILE_UPLOAD_TEMP_DIR, mode=0o700, exist_ok=True)
 
 # --- Security -------------------------------------------------------------------------------
 # TLS is terminated in front of the portal in production; these follow that deployment.

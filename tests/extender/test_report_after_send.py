@@ -10,7 +10,7 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY
 
-from portal.wsgi import application
+from extender.server import application
 from tests.extender.extender_support import extender  # noqa: F401
 from tests.factories import load_nodes, make_cluster, node_object
 

@@ -30,6 +30,9 @@ def _flag(value: str) -> bool:
     return value.lower() in ("1", "t", "true")
 
 
+POD_PATH = ["api", "v1", "namespaces", "pods"]
+
+
 class KubeHandler(BaseHTTPRequestHandler):
     """One connection; keep-alive, so it may serve many requests in turn."""
 
@@ -139,6 +142,9 @@ class KubeHandler(BaseHTTPRequestHandler):
                 node = self.fake.state.patch_node(parts[3], content_type, body)
                 return self._send(200, node.full_bytes())
             raise ApiError(405, f"the server does not allow this method on {path}")
+        # GET /api/v1/namespaces/{ns}/pods/{name} (read_namespaced_pod)
+        if method == "GET" and len(parts) == 6 and parts[:3] + parts[4:5] == POD_PATH:
+            return self._send(200, wire.dumps(self.fake.state.get_pod(parts[3], parts[5])))
         # POST /api/v1/namespaces/{ns}/pods/{name}/binding (create_namespaced_pod_binding)
         # POST /api/v1/namespaces/{ns}/bindings (create_namespaced_binding; pod from the body)
         if method == "POST" and parts[:3] == ["api", "v1", "namespaces"]:

@@ -205,6 +205,15 @@ class FakeKubeServer:
         continue tokens of lists taken at or before ``rv`` expire."""
         self.state.compact(rv)
 
+    def add_pod(self, obj: JSON) -> JSON:
+        """Store a pod that GET /api/v1/namespaces/{ns}/pods/{name} returns; a binding of it
+        sets its ``spec.nodeName``."""
+        return self.state.add_pod(obj)
+
+    def get_pod(self, namespace: str, name: str) -> JSON:
+        """A copy of a stored pod; ApiError 404 when there is none."""
+        return self.state.get_pod(namespace, name)
+
     def nodes(self) -> dict[str, JSON]:
         """A deep copy of the current nodes, by name."""
         return self.state.snapshot()

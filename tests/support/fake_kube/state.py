@@ -168,6 +168,8 @@ class ClusterState:
         # Bounded so that a long benchmark does not grow memory without end.
         self.requests: deque[RecordedRequest] = deque(maxlen=request_log_limit)
         self.bound_pods: dict[tuple[str, str], str] = {}
+        # Pods by (namespace, name), for GET of one pod; a binding sets spec.nodeName.
+        self.pods: dict[tuple[str, str], JSON] = {}
 
     # -- mutations -----------------------------------------------------------------------------
 
@@ -298,6 +300,32 @@ class ClusterState:
                 )
             self.bound_pods[(namespace, pod)] = node
             self.bindings.append(RecordedBinding(namespace, pod, node, uid, body))
+            stored = self.pods.get((namespace, pod))
+            if stored is not None:
+                self.rv += 1
+                stored.setdefault("spec", {})["nodeName"] = node
+                stored["metadata"]["resourceVersion"] = str(self.rv)
+
+    def add_pod(self, obj: JSON) -> JSON:
+        """Store a copy of a pod (namespace ``default`` unless given); return the copy."""
+        pod = json.loads(json.dumps(obj))
+        meta = pod.setdefault("metadata", {})
+        meta.setdefault("namespace", "default")
+        with self.cond:
+            self.rv += 1
+            meta["resourceVersion"] = str(self.rv)
+            meta.setdefault("uid", f"uid-{meta['namespace']}-{meta['name']}")
+            pod.setdefault("apiVersion", "v1")
+            pod.setdefault("kind", "Pod")
+            self.pods[(meta["namespace"], meta["name"])] = pod
+            return json.loads(json.dumps(pod))
+
+    def get_pod(self, namespace: str, name: str) -> JSON:
+        with self.cond:
+            pod = self.pods.get((namespace, name))
+            if pod is None:
+                raise ApiError(404, f'pods "{name}" not found')
+            return json.loads(json.dumps(pod))
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -123,6 +123,7 @@ def versus_floor(
             "REQUEST_METHOD": "POST",
             "PATH_INFO": path,
             "CONTENT_LENGTH": str(len(body)),
+            "CONTENT_TYPE": "application/json",
             "wsgi.input": io.BytesIO(body),
         }
 

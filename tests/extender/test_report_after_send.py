@@ -34,6 +34,7 @@ def test_the_call_is_counted_when_the_response_is_closed() -> None:
         "REQUEST_METHOD": "POST",
         "PATH_INFO": "/extender/reported/filter",
         "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_TYPE": "application/json",
         "wsgi.input": io.BytesIO(body),
         "REMOTE_ADDR": "127.0.0.1",
     }

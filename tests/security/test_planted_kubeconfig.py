@@ -187,7 +187,14 @@ def test_bind_never_runs_it(planted: str, marker: Path, kubeconfig_dir: Path) ->
     binding.forget_clients()
     try:
         with pytest.raises(BindError, match="not a path"):
-            bind_pod(cluster_name="planted", namespace="ml", name="p", uid="", node="n1")
+            bind_pod(
+                cluster_name="planted",
+                namespace="ml",
+                name="p",
+                uid="",
+                node="n1",
+                judge=lambda pod: None,
+            )
     finally:
         binding.forget_clients()
     assert not marker.exists()

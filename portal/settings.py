@@ -304,6 +304,11 @@ KUBECONFIG_ALLOWED_AUTH_PROVIDERS = env_list("KUBECONFIG_ALLOWED_AUTH_PROVIDERS"
 # ~/.kube/config (commands still checked).
 KUBECONFIG_DEFAULT_LOOKUP = env_bool("KUBECONFIG_DEFAULT_LOOKUP", False)
 
+# Label keys "push assigned labels" may write to a cluster's nodes: keys under one of these
+# prefixes (or a subdomain); empty: every prefix but kubernetes.io, k8s.io and their
+# subdomains, which Kubernetes reserves (inventory.push).
+LABEL_PUSH_ALLOWED_PREFIXES = env_list("LABEL_PUSH_ALLOWED_PREFIXES", "")
+
 # --- Generated scheduler configuration ------------------------------------------------------
 # The URL kube-scheduler reaches the extender at (its urlPrefix): the extender's own when it is
 # served apart from the portal, else the portal's. Unset: the host of the request, with a warning.

@@ -79,7 +79,7 @@ def editor_api() -> APIClient:
     user = User.objects.create_user("mallory", password="x")
     user.groups.add(Group.objects.get(name="editor"))
     api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {tokens.issue(user)[1]}")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {tokens.issue(user, role='editor')[1]}")
     return api
 
 

@@ -243,7 +243,7 @@ SPECTACULAR_SETTINGS = {
         "FilterKindEnum": "policies.models.FILTER_KIND_CHOICES",
         "WeightKindEnum": "policies.models.WEIGHT_KIND_CHOICES",
         "PolicySetKindEnum": ["PolicySet"],
-        "ObjectKindEnum": ["policy", "label_assignment"],
+        "ObjectKindEnum": ["cluster", "policy", "label_assignment", "expectation"],
     },
 }
 

@@ -17,6 +17,12 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission, DjangoModel
 from core.tokens import token_allows
 
 
+def granted(request: Any, perms: list[str]) -> bool:
+    """Whether the request's user — and its token's role, when it came with one — holds every
+    one of ``perms``."""
+    return _granted(request, perms)
+
+
 def _granted(request: Any, perms: list[str]) -> bool:
     user = request.user
     return bool(

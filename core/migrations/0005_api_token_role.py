@@ -20,21 +20,27 @@ def role_of_existing_tokens(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('portal', '0004_api_tokens_hashed'),
+        ("portal", "0004_api_tokens_hashed"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='apitoken',
-            name='role',
-            field=models.CharField(choices=[('viewer', 'viewer'), ('editor', 'editor'), ('admin', 'admin')], default='viewer', max_length=10),
+            model_name="apitoken",
+            name="role",
+            field=models.CharField(
+                choices=[("viewer", "viewer"), ("editor", "editor"), ("admin", "admin")],
+                default="viewer",
+                max_length=10,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='apitoken',
-            constraint=models.CheckConstraint(condition=models.Q(('role__in', ('viewer', 'editor', 'admin'))), name='api_token_role_valid'),
+            model_name="apitoken",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("role__in", ("viewer", "editor", "admin"))),
+                name="api_token_role_valid",
+            ),
         ),
         migrations.RunPython(role_of_existing_tokens, migrations.RunPython.noop),
     ]

@@ -1,4 +1,6 @@
-"""Request bodies are judged before anything reads them (docs/threat-model.md, "Uploads").
+"""Request bodies judged before anything reads them, and sessions that end when idle.
+
+**Bodies** (docs/threat-model.md, "Uploads").
 
 Django parses a form body the first time ``request.POST`` is touched — and
 ``CsrfViewMiddleware`` touches it for every unsafe request that has no CSRF header, before it
@@ -14,10 +16,16 @@ ahead of it) and by the declared ``Content-Length`` alone:
 
 What is spooled lands in ``FILE_UPLOAD_TEMP_DIR``, a directory of the portal's own, never the
 system's temporary directory.
+
+**Idle sessions** (docs/security.md). A session lives ``SESSION_COOKIE_AGE`` (the idle timeout)
+from its last save; :class:`SessionIdleTimeout` saves a session in use again once a minute at
+most, so an active user stays logged in, an idle one is out after the timeout, and a page view
+does not cost a session write every time.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -84,3 +92,31 @@ class RequestBodyGuard:
                 status=413,
             )
         return None
+
+
+RENEWED_AT = "_portal_renewed_at"
+RENEW_AFTER_SECONDS = 60
+
+
+def stamp_login(sender: Any, request: HttpRequest, user: Any, **kwargs: Any) -> None:
+    """``user_logged_in``: a new session starts its idle clock (login saves it anyway)."""
+    request.session[RENEWED_AT] = int(time.time())
+
+
+class SessionIdleTimeout:
+    """Renews (saves) a logged-in session that was used, at most once a minute."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        session = getattr(request, "session", None)
+        # Only sessions the request used (a logged-in page); a token request has none.
+        if session is None or not session.accessed or not session.session_key:
+            return response
+        renewed = session.get(RENEWED_AT)
+        now = int(time.time())
+        if not isinstance(renewed, int) or now - renewed >= RENEW_AFTER_SECONDS:
+            session[RENEWED_AT] = now  # marks it modified: SessionMiddleware saves it
+        return response

@@ -101,6 +101,8 @@ MIDDLEWARE = [
     "core.middleware.RequestBodyGuard",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Inside SessionMiddleware: it marks a used session for saving, at most once a minute.
+    "core.middleware.SessionIdleTimeout",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -354,11 +356,10 @@ SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
-# A session ends after this many idle minutes: every request renews it (Django's sliding
-# expiry: the cookie's age is renewed with each saved session).
+# A session ends after this many idle minutes: it lives SESSION_COOKIE_AGE from its last save,
+# and core.middleware.SessionIdleTimeout saves a session in use once a minute at most.
 SESSION_IDLE_TIMEOUT_MINUTES = env_int("SESSION_IDLE_TIMEOUT_MINUTES", 480)
 SESSION_COOKIE_AGE = SESSION_IDLE_TIMEOUT_MINUTES * 60
-SESSION_SAVE_EVERY_REQUEST = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"

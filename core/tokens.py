@@ -20,7 +20,7 @@ from rest_framework import exceptions
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 
 from core.models import ApiToken
-from core.roles import ROLES
+from core.roles import ROLE_ADMIN, ROLES
 
 PREFIX_LENGTH = 12
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -60,10 +60,11 @@ def role_permissions(role: str) -> frozenset[str]:
 
 
 def token_allows(token: Any, perms: Iterable[str]) -> bool:
-    """Whether the role a request's token was issued for grants every one of ``perms``; True
-    for requests without a token (a session: the user's own permissions decide)."""
-    if not isinstance(token, ApiToken):
-        return True
+    """Whether the role a request's token was issued for grants every one of ``perms``: the
+    permissions of the role's group (viewer, editor), everything for admin. True for requests
+    without a token (a session: the user's own permissions decide)."""
+    if not isinstance(token, ApiToken) or token.role == ROLE_ADMIN:
+        return True  # an admin token is bounded by its user's own permissions only
     granted = getattr(token, "_role_permissions", None)
     if granted is None:
         granted = role_permissions(token.role)

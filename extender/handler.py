@@ -123,7 +123,10 @@ def _require_json(environ: dict[str, Any]) -> None:
     """kube-scheduler sends ``application/json``; anything else is refused before the body is
     read — a browser inside the network can be made to POST ``text/plain`` (a "simple"
     request, no preflight) but not JSON to another origin."""
-    media_type = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+    content_type = environ.get("CONTENT_TYPE", "")
+    if content_type == "application/json":
+        return  # what kube-scheduler sends, spelt so
+    media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type != "application/json":
         raise WireError(
             415,

@@ -26,7 +26,7 @@ help:
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --require-hashes -r deploy/pip.txt
 
 $(RUN_STAMP): requirements.txt | $(PY)
 	$(PY) -m pip install --quiet --require-hashes -r requirements.txt

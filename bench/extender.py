@@ -44,6 +44,8 @@ def configure(workdir: Path) -> dict[str, str]:
         "DJANGO_SETTINGS_MODULE": "portal.settings",
         "REDIS_URL": "",
         "LOG_LEVEL": "WARNING",
+        # bench_http measures gunicorn serving portal.wsgi: the web port's compatibility route.
+        "EXTENDER_ON_WEB_PORT": "true",
     }
     os.environ.update(env)
     import django
@@ -119,6 +121,7 @@ def versus_floor(
             "REQUEST_METHOD": "POST",
             "PATH_INFO": path,
             "CONTENT_LENGTH": str(len(body)),
+            "CONTENT_TYPE": "application/json",
             "wsgi.input": io.BytesIO(body),
         }
 

@@ -126,9 +126,13 @@ def main() -> None:
     print(f"starting the fake API server with {NODES} realistic nodes ...", flush=True)
     avg_kb = statistics.mean(len(orjson.dumps(realistic_node(i))) for i in range(200)) / 1024
     workdir = Path(tempfile.mkdtemp(prefix="portal-bench-kube-"))
-    kubeconfig = str(workdir / "kubeconfig")
+    # Clusters name their kubeconfig in KUBECONFIG_DIR (inventory.credentials).
+    from django.conf import settings
+
+    settings.KUBECONFIG_DIR = workdir
+    kubeconfig = "kubeconfig"
     kube = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(NODES), kubeconfig],
+        [sys.executable, __file__, "--serve", str(NODES), str(workdir / kubeconfig)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -180,10 +180,26 @@ if admin.site.is_registered(TokenProxy):
 class ApiTokenAdmin(admin.ModelAdmin):
     """Who holds a token and when it was used; keys are never shown (only issued, once)."""
 
-    list_display = ("prefix_shown", "user", "name", "created_at", "expires_at", "last_used_at")
-    list_filter = ("user",)
+    list_display = (
+        "prefix_shown",
+        "user",
+        "role",
+        "name",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+    )
+    list_filter = ("role", "user")
     search_fields = ("prefix", "name", "user__username")
-    readonly_fields = ("user", "name", "prefix", "created_at", "expires_at", "last_used_at")
+    readonly_fields = (
+        "user",
+        "role",
+        "name",
+        "prefix",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+    )
     exclude = ("digest",)
 
     @admin.display(description="token", ordering="prefix")

@@ -14,7 +14,13 @@ class CoreConfig(AppConfig):
     verbose_name = "Portal"
 
     def ready(self) -> None:
+        from django.contrib.auth.signals import user_logged_in
+
+        from core.middleware import stamp_login
         from core.roles import sync_roles_after_migrate
+
+        # A new session starts its idle clock (core.middleware.SessionIdleTimeout).
+        user_logged_in.connect(stamp_login, dispatch_uid="portal-session-idle-stamp")
 
         # Runs after auth has created the permissions of every installed model.
         post_migrate.connect(sync_roles_after_migrate, sender=self)

@@ -50,6 +50,30 @@ def nesting_depth_error(value: Any, max_depth: int = MAX_DEPTH) -> str | None:
     return None
 
 
+NUL_MESSAGE = "Must not contain NUL characters (\\u0000): they cannot be stored."
+
+
+def nul_path(value: Any) -> str | None:
+    """The path (``a.b[2].c``) of the first key or string in ``value`` holding a NUL character,
+    ``""`` for the document itself; None when there is none. Iterative."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                name = str(key)
+                child_path = f"{path}.{name}" if path else name
+                if "\x00" in name:
+                    return child_path.replace("\x00", "")
+                stack.append((child, child_path))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
+    return None
+
+
 def check_depth(value: Any) -> None:
     message = nesting_depth_error(value)
     if message:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from core.roles import ROLE_VIEWER, ROLES
+
 
 class Revision(models.Model):
     """A named counter that every write bumps in its own transaction.
@@ -73,13 +75,15 @@ class ApiToken(models.Model):
 
     The key is shown once, when it is issued (``manage.py create_api_token``). ``prefix`` — the
     key's first characters — finds the row; the digest proves the rest. A database dump holds
-    no usable key.
+    no usable key. ``role`` bounds what the token may do, whatever its user holds: a request
+    with it needs the permission both from the user and from the role's group.
     """
 
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
     )
     name = models.CharField(max_length=100, blank=True)
+    role = models.CharField(max_length=10, choices=[(r, r) for r in ROLES], default=ROLE_VIEWER)
     prefix = models.CharField(max_length=12, unique=True)
     digest = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -89,6 +93,9 @@ class ApiToken(models.Model):
     class Meta:
         ordering = ["-created_at"]
         verbose_name = "API token"
+        constraints = [
+            models.CheckConstraint(condition=models.Q(role__in=ROLES), name="api_token_role_valid")
+        ]
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"

@@ -5,6 +5,8 @@
 portal_var="${PORTAL_VAR_DIR:-var}"
 # kombu's filesystem transport needs its folders to exist before any process connects.
 mkdir -p "$portal_var/celery/queue" "$portal_var/celery/processed"
+# Where clusters name their kubeconfigs (KUBECONFIG_DIR; the demo cluster is static).
+mkdir -p "$portal_var/kubeconfigs"
 
 if [ -z "${SECRET_KEY:-}" ]; then
     if [ ! -s "$portal_var/secret_key" ]; then

@@ -58,6 +58,7 @@ _REASONS = {
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Content Too Large",
+    415: "Unsupported Media Type",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
@@ -116,6 +117,22 @@ def _cluster(snapshot: Snapshot, name: str | None) -> ClusterSnapshot:
     if cluster is None:
         raise WireError(404, "unknown_cluster", f"unknown cluster {name!r}")
     return cluster
+
+
+def _require_json(environ: dict[str, Any]) -> None:
+    """kube-scheduler sends ``application/json``; anything else is refused before the body is
+    read — a browser inside the network can be made to POST ``text/plain`` (a "simple"
+    request, no preflight) but not JSON to another origin."""
+    content_type = environ.get("CONTENT_TYPE", "")
+    if content_type == "application/json":
+        return  # what kube-scheduler sends, spelt so
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise WireError(
+            415,
+            "unsupported_media_type",
+            f"Content-Type must be application/json, not {media_type or 'missing'!r}",
+        )
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:
@@ -179,6 +196,7 @@ def application(environ: dict[str, Any], start_response: StartResponse) -> Itera
             return _respond(
                 start_response, 405, orjson.dumps({"Error": error.message}), (("Allow", "POST"),)
             )
+        _require_json(environ)
         snapshot = _snapshot()
         cluster = _cluster(snapshot, name)
         cluster_name = cluster.name

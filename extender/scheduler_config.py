@@ -92,8 +92,8 @@ def external_url_warnings(url: str, *, configured: bool) -> list[str]:
     warnings = []
     if not configured:
         warnings.append(
-            "EXTENDER_EXTERNAL_URL and PORTAL_EXTERNAL_URL are unset: urlPrefix uses the host of "
-            "this request; set one (or pass base_url) to the URL kube-scheduler reaches."
+            "EXTENDER_EXTERNAL_URL is unset: urlPrefix uses the host of this request and the "
+            "extender server's port; set it (or pass base_url) to the URL kube-scheduler reaches."
         )
     if loopback_host(url):
         warnings.append(

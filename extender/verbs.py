@@ -13,7 +13,7 @@ import logging
 # What collections.Counter counts with: the C loop where the interpreter has one, its own Python
 # loop elsewhere (collections chooses).
 from collections import _count_elements  # type: ignore[attr-defined]
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice, repeat
@@ -34,7 +34,7 @@ from policies.engine.evaluate import (
     filter_names,
 )
 from policies.engine.facts import NodeFacts, node_facts
-from policies.engine.pods import PodFacts
+from policies.engine.pods import PodFacts, pod_facts_from_dict
 from policies.engine.quantities import QuantityError, to_base_units
 from policies.engine.snapshot import ClusterSnapshot, Snapshot
 
@@ -359,8 +359,28 @@ def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Rep
     return Reply(body, record)
 
 
+def _bind_refusal(
+    cluster: ClusterSnapshot, args: wire.BindingArgs, pod: Mapping[str, Any]
+) -> str | None:
+    """Why ``pod`` (as the API server has it) may not be bound to ``args.node``; None if it may.
+
+    The same call the filter verb makes: the table of the policies that select the pod."""
+    facts = pod_facts_from_dict(pod)
+    reason = names_table(cluster, facts).reject.get(args.node)
+    if reason is None:
+        return None
+    return (
+        f"pod {args.pod_namespace}/{args.pod_name} may not run on node {args.node}: {reason}; "
+        "not bound"
+    )
+
+
 def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
-    """ExtenderBindingArgs -> ExtenderBindingResult; a failure is HTTP 200 with Error set."""
+    """ExtenderBindingArgs -> ExtenderBindingResult; a failure is HTTP 200 with Error set.
+
+    The node must be in the cluster's inventory and pass the pod's enforce policies (judged on
+    the pod as the API server has it, like a filter call); otherwise no Binding is made and the
+    Error says why."""
     if not cluster.bind_enabled:
         raise wire.WireError(
             404, "bind_disabled", f"bind is not enabled for cluster {cluster.name}"
@@ -369,22 +389,28 @@ def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
     args = wire.decode_binding(fields)
     from inventory.binding import BindError, bind_pod
 
-    error = ""
-    try:
-        bind_pod(
-            cluster_name=cluster.name,
-            namespace=args.pod_namespace,
-            name=args.pod_name,
-            uid=args.pod_uid,
-            node=args.node,
-        )
-    except BindError as exc:
-        error = str(exc) or "binding failed"
-    except Exception as exc:  # the scheduler must get an answer it can read, not a 500
-        logger.exception("binding %s/%s to %s failed", args.pod_namespace, args.pod_name, args.node)
-        error = f"binding failed: {exc}"
-    body = orjson.dumps({"Error": error})
     pod = PodFacts(namespace=args.pod_namespace, name=args.pod_name, uid=args.pod_uid)
+    error = ""
+    if args.node not in names_table(cluster, pod).reject:  # every known node has an entry
+        error = f"node {args.node} is not in cluster {cluster.name}'s inventory: not bound"
+    else:
+        try:
+            bind_pod(
+                cluster_name=cluster.name,
+                namespace=args.pod_namespace,
+                name=args.pod_name,
+                uid=args.pod_uid,
+                node=args.node,
+                judge=partial(_bind_refusal, cluster, args),
+            )
+        except BindError as exc:
+            error = str(exc) or "binding failed"
+        except Exception as exc:  # the scheduler must get an answer it can read, not a 500
+            logger.exception(
+                "binding %s/%s to %s failed", args.pod_namespace, args.pod_name, args.node
+            )
+            error = f"binding failed: {exc}"
+    body = orjson.dumps({"Error": error})
     record = _record("bind", cluster, snapshot, "names", pod, 1, 0 if error else 1, None)
     if error:
         record.rejected = [(args.node, error)]

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from functools import partial
 from typing import Any
@@ -24,6 +25,7 @@ from django.utils.safestring import SafeString
 
 from core.admin import html_table
 from core.errors import ContentError
+from core.middleware import allows_large_body
 from inventory.drift import cached_cluster_assignments, cluster_drift_summary, node_drift
 from inventory.imports import nodes_import, parse_node_list
 from inventory.models import Cluster, ClusterSource, Node
@@ -31,6 +33,7 @@ from inventory.push import push_labels
 from inventory.sync import describe_inventory_age, format_age, inventory_age_seconds
 
 EMPTY = "—"
+logger = logging.getLogger(__name__)
 
 
 def _merge(*groups: Any) -> list[str]:
@@ -64,7 +67,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         extra = [
             path(
                 "<path:object_id>/import-nodes/",
-                self.admin_site.admin_view(self.import_nodes_view),
+                self.admin_site.admin_view(allows_large_body(self.import_nodes_view)),
                 name="{}_{}_import_nodes".format(*info),
             ),
         ]
@@ -141,7 +144,8 @@ class ClusterAdminExtras(admin.ModelAdmin):
                 messages.WARNING,
             )
 
-    @admin.action(description="Test the connection (Kubernetes clusters)", permissions=["view"])
+    # Loading a cluster's credentials is acting with them: the change permission, like a sync.
+    @admin.action(description="Test the connection (Kubernetes clusters)", permissions=["change"])
     def test_connection(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
         """List one node with each cluster's credentials, now, and say what happened."""
         from inventory.kube import KubeError, check_connection
@@ -156,6 +160,13 @@ class ClusterAdminExtras(admin.ModelAdmin):
                 text = check_connection(cluster)
             except KubeError as exc:
                 self.message_user(request, f"{cluster.name}: {exc}", messages.ERROR)
+            except Exception:  # a page of results, never a 500 for one cluster's trouble
+                logger.exception("testing the connection of cluster %s failed", cluster.name)
+                self.message_user(
+                    request,
+                    f"{cluster.name}: the test failed unexpectedly; see the portal's log.",
+                    messages.ERROR,
+                )
             else:
                 self.message_user(request, f"{cluster.name}: {text}", messages.SUCCESS)
 

@@ -1,7 +1,12 @@
 """Creating pod Bindings for the extender's bind verb (implemented with the inventory client).
 
+A binding obeys the rules: before it is created the pod is read from the API server (its
+labels are what its policies select on; the request names only the pod) and handed to the
+caller's ``judge``, which says why the pod may not run on the node, or nothing; a pod whose UID
+is not the one kube-scheduler named (deleted and recreated since) is not bound either.
+
 The Python client cannot deserialise the API server's answer to a binding (a ``Status``, not
-a ``V1Binding``), so the call is made with ``_preload_content=False`` and the raw answer is
+a ``V1Binding``), so the calls are made with ``_preload_content=False`` and the raw answers are
 read here. Clients are cached per cluster for a short while: bind is on kube-scheduler's path
 for every pod, and loading a kubeconfig per call would cost more than the call itself.
 """
@@ -10,9 +15,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import orjson
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
 from inventory.models import Cluster, ClusterSource
@@ -69,8 +78,39 @@ def forget_clients() -> None:
             target.api.api_client.close()
 
 
-def bind_pod(*, cluster_name: str, namespace: str, name: str, uid: str, node: str) -> None:
-    """Create the Binding of pod ``namespace/name`` to ``node`` in the cluster."""
+def _read_pod(api: client.CoreV1Api, namespace: str, name: str) -> dict[str, Any]:
+    try:
+        response = api.read_namespaced_pod(
+            name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+        )
+        try:
+            pod = orjson.loads(response.data)
+        finally:
+            response.release_conn()
+    except ApiException as exc:
+        if exc.status == 404:
+            raise BindError(f"pod {namespace}/{name} does not exist in the cluster") from None
+        raise BindError(f"cannot read pod {namespace}/{name}: {classify(exc)}") from exc
+    except orjson.JSONDecodeError:
+        raise BindError(f"cannot read pod {namespace}/{name}: not JSON") from None
+    except Exception as exc:
+        raise BindError(f"cannot read pod {namespace}/{name}: {classify(exc)}") from exc
+    if not isinstance(pod, dict):
+        raise BindError(f"cannot read pod {namespace}/{name}: not an object")
+    return pod
+
+
+def bind_pod(
+    *,
+    cluster_name: str,
+    namespace: str,
+    name: str,
+    uid: str,
+    node: str,
+    judge: Callable[[Mapping[str, Any]], str | None],
+) -> None:
+    """Create the Binding of pod ``namespace/name`` to ``node`` in the cluster, once ``judge``
+    (given the pod as the API server has it) has found nothing against it."""
     try:
         target = _target(cluster_name)
     except Exception as exc:  # a bad kubeconfig, or the database is unreachable
@@ -83,6 +123,17 @@ def bind_pod(*, cluster_name: str, namespace: str, name: str, uid: str, node: st
         raise BindError(f"cluster {cluster_name!r} is static: it has no API server to bind in")
     if not (namespace and name and node):
         raise BindError("a binding needs the pod's namespace and name and a node")
+    pod = _read_pod(target.api, namespace, name)
+    metadata = pod.get("metadata")
+    found_uid = metadata.get("uid") if isinstance(metadata, dict) else None
+    if uid and found_uid != uid:
+        raise BindError(
+            f"pod {namespace}/{name} is not the pod kube-scheduler named (UID "
+            f"{found_uid!r}, not {uid!r}): not bound"
+        )
+    refusal = judge(pod)
+    if refusal:
+        raise BindError(refusal)
     body = client.V1Binding(
         metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
         target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),

@@ -30,6 +30,12 @@ def add_content_errors(form: forms.BaseForm, error: ContentError) -> None:
                 form.add_error(None, f"{path}: {message}" if path else message)
 
 
+KUBECONFIG_HELP = (
+    "The name of a kubeconfig file (or of a token/CA directory) in the portal's KUBECONFIG_DIR, "
+    "which the operator provisions; not a path. Leave empty with in-cluster credentials."
+)
+
+
 class NamespaceListField(forms.Field):
     """A list of namespace names, edited as one comma-separated line."""
 
@@ -55,6 +61,8 @@ class ClusterForm(forms.ModelForm):
     class Meta:
         model = Cluster
         fields = CLUSTER_FIELDS
+        labels = {"kubeconfig_path": "Kubeconfig name"}
+        help_texts = {"kubeconfig_path": KUBECONFIG_HELP}
 
     def clean(self) -> dict[str, Any]:
         super().clean()

@@ -1,9 +1,10 @@
 """Kubernetes API clients per cluster, with timeouts, and errors sorted by what to do about them.
 
-Credentials stay where the kubeconfig or the service account keeps them: the database only
-holds the kubeconfig path and context, and error messages are built here from the API's
-status codes and messages, never from request headers, so tokens cannot leak into logs or
-the cluster's ``sync_error``.
+Credentials stay where the operator provisioned them: the database only holds the name of a
+kubeconfig in ``KUBECONFIG_DIR`` and a context (or "in-cluster"), loaded and checked by
+``inventory.credentials`` — every client of every path (sync, watch, test connection, bind,
+label push) is made here. Error messages are built from the API's status codes and messages,
+never from request headers, so tokens cannot leak into logs or the cluster's ``sync_error``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import json
 from typing import Any
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
+from inventory.credentials import CredentialsRefused, configure
 from inventory.models import Cluster
 
 # (connect, read) seconds for every ordinary API call.
@@ -45,22 +46,23 @@ class GoneError(TransientError):
     """410 Gone: the resourceVersion is too old; relist."""
 
 
+class ConfigError(KubeError):
+    """The cluster's credential settings are refused or unusable: fix them, retrying won't help."""
+
+
 def api_client_for(cluster: Cluster) -> client.ApiClient:
-    """A new ApiClient for the cluster (never the process-wide default configuration)."""
+    """A new ApiClient for the cluster (never the process-wide default configuration), from
+    credentials checked by ``inventory.credentials``."""
     configuration = client.Configuration()
     try:
-        if cluster.in_cluster:
-            config.load_incluster_config(client_configuration=configuration)
-        else:
-            config.load_kube_config(
-                config_file=cluster.kubeconfig_path or None,
-                context=cluster.kubeconfig_context or None,
-                client_configuration=configuration,
-                # Never write refreshed credentials back into the operator's kubeconfig.
-                persist_config=False,
-            )
-    except (ConfigException, OSError, ValueError, TypeError) as exc:
-        raise KubeError(
+        configure(
+            configuration,
+            name=cluster.kubeconfig_path,
+            context=cluster.kubeconfig_context,
+            in_cluster=cluster.in_cluster,
+        )
+    except CredentialsRefused as exc:
+        raise ConfigError(
             f"cannot load the Kubernetes client configuration: {_first_line(exc)}"
         ) from None
     configuration.retries = CLIENT_RETRIES

@@ -3,6 +3,14 @@
 Each chosen node gets one merge patch of exactly its drifting labels; the per-node outcome is
 returned, one audit entry records the push, and the stored nodes are updated from the API's
 answers so the inventory shows the new labels at once.
+
+Only keys with an allowed prefix are pushed. By default every prefix is allowed except
+``kubernetes.io``, ``k8s.io`` and their subdomains (``node-role.kubernetes.io``,
+``topology.kubernetes.io``, ...), which Kubernetes itself reserves — the API server's
+NodeRestriction keeps kubelets from setting them, and a label like
+``node-role.kubernetes.io/control-plane`` moves workloads and their tolerations. With
+``LABEL_PUSH_ALLOWED_PREFIXES`` set, only keys under one of its prefixes (or a subdomain) are
+pushed. A node whose drift holds a key that may not be pushed is not patched at all.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ import logging
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.db import transaction
 
 from core.audit import audit_record
@@ -26,6 +35,31 @@ logger = logging.getLogger(__name__)
 
 # The client picks json-patch for any PATCH body; labels are a merge patch.
 MERGE_PATCH = "application/merge-patch+json"
+RESERVED_DOMAINS = ("kubernetes.io", "k8s.io")
+
+
+def _under(domain: str, parent: str) -> bool:
+    return domain == parent or domain.endswith("." + parent)
+
+
+def key_pushable(key: str) -> bool:
+    """Whether a label key may be pushed to a cluster (see the module's docstring)."""
+    prefix = key.rpartition("/")[0].lower()
+    allowed = [p.strip().rstrip("/").lower() for p in settings.LABEL_PUSH_ALLOWED_PREFIXES]
+    if allowed:
+        return bool(prefix) and any(_under(prefix, parent) for parent in allowed if parent)
+    return not any(_under(prefix, reserved) for reserved in RESERVED_DOMAINS)
+
+
+def refused_keys_message(keys: list[str]) -> str:
+    setting = settings.LABEL_PUSH_ALLOWED_PREFIXES
+    rule = (
+        f"only prefixes {', '.join(setting)} (LABEL_PUSH_ALLOWED_PREFIXES) are pushed"
+        if setting
+        else "kubernetes.io/, k8s.io/ and their subdomains are reserved to Kubernetes "
+        "(LABEL_PUSH_ALLOWED_PREFIXES)"
+    )
+    return f"not patched: {', '.join(sorted(keys))} may not be pushed; {rule}"
 
 
 def push_labels(*, actor: Any, cluster: Cluster, node_names: list[str]) -> dict[str, dict]:
@@ -54,6 +88,10 @@ def push_labels(*, actor: Any, cluster: Cluster, node_names: list[str]) -> dict[
             labels = {key: d["assigned"] for key, d in drift.items()}
             if not labels:
                 results[name] = {"ok": True, "labels": {}, "error": ""}
+                continue
+            refused = [key for key in labels if not key_pushable(key)]
+            if refused:
+                results[name] = {"ok": False, "labels": {}, "error": refused_keys_message(refused)}
                 continue
             before[name] = {key: d["observed"] for key, d in drift.items()}
             try:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -19,6 +20,7 @@ from core.errors import ContentError
 from core.models import AuditAction
 from core.revisions import bump_snapshot_revision
 from inventory import sync_status
+from inventory.credentials import name_errors
 from inventory.hooks import cluster_deleting
 from inventory.models import (
     RESERVED_CLUSTER_NAMES,
@@ -102,6 +104,7 @@ def clean_cluster(data: Mapping[str, Any]) -> dict:
     problems = _namespace_list_errors(excluded)
     if problems:
         errors["admission_excluded_namespaces"] = problems
+    errors.update(_credential_errors(data))
     if errors:
         raise ContentError(errors)
     return {f: data[f] for f in CLUSTER_FIELDS if f in data}
@@ -120,6 +123,31 @@ def _namespace_list_errors(value: Any) -> list[str]:
     if len(set(value)) != len(value):
         problems.append("Each namespace at most once.")
     return problems
+
+
+def _credential_errors(data: Mapping[str, Any]) -> dict[str, list[str]]:
+    """A kubeconfig is a name in KUBECONFIG_DIR, never a path (inventory.credentials); a
+    Kubernetes cluster names one or uses in-cluster credentials. Syntax only: nothing here
+    tells whether a file exists."""
+    name = data.get("kubeconfig_path", "")
+    if not isinstance(name, str):
+        return {}  # the API's type check reports it
+    problems = name_errors(name)
+    if problems:
+        return {"kubeconfig_path": problems}
+    kubernetes = data.get("source", ClusterSource.STATIC) == ClusterSource.KUBERNETES
+    if (
+        kubernetes
+        and not name
+        and not data.get("in_cluster")
+        and not settings.KUBECONFIG_DEFAULT_LOOKUP
+    ):
+        return {
+            "kubeconfig_path": [
+                "Name a kubeconfig in KUBECONFIG_DIR, or use in-cluster credentials."
+            ]
+        }
+    return {}
 
 
 def _claim_default(cluster: Cluster) -> None:

@@ -9,6 +9,7 @@ A document::
     labelAssignments: [ {name, cluster, description, enabled, priority, node_selector,
                          labels}, ... ]
     expectations: [ {name, description, cluster, enabled, kind, pod, node_selector}, ... ]
+    clusters: [ {name, display_name, description, source, kubeconfig_path, ...}, ... ]
 
 is validated as a whole (errors named like ``policies[3].filter_rules[0].key``) and applied in
 one transaction through the services: objects are matched by name, content equal to the stored
@@ -16,6 +17,12 @@ content is left alone (no version, no audit entry), and with ``prune`` objects t
 does not name are deleted (expectations only when the document has an ``expectations`` list,
 so a PolicySet written before expectations existed never prunes them). ``export_document``
 produces a document that applies as a no-op.
+
+``clusters`` (optional; ``export_document(clusters=True)``) carries each cluster's settings —
+where its credentials are (a kubeconfig's *name*), never the credentials — so a document
+applied to an empty portal recreates the clusters before the objects that name them. Clusters
+are created and updated, never deleted by an apply, prune or not: deleting one takes its
+inventory and everything scoped to it (docs/operations.md, "Backup and restore").
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from django.db import transaction
 
 from core.errors import ContentError
 from core.models import AuditAction
+from inventory.api.serializers import clean_cluster_for_api
 from inventory.models import Cluster
+from inventory.services import CLUSTER_FIELDS, cluster_content, cluster_create, cluster_update
 from policies.api.diff import content_diff
 from policies.api.serializers import clean_assignment_for_api, clean_policy_for_api
 from policies.content import label_assignment_content, policy_content
@@ -54,10 +63,18 @@ from policies.validation import clean_expectation
 
 API_VERSION = "portal/v1"
 KIND = "PolicySet"
-DOCUMENT_FIELDS = {"apiVersion", "kind", "policies", "labelAssignments", "expectations"}
+DOCUMENT_FIELDS = {
+    "apiVersion",
+    "kind",
+    "clusters",
+    "policies",
+    "labelAssignments",
+    "expectations",
+}
 POLICY = "policy"
 ASSIGNMENT = "label_assignment"
 EXPECTATION = "expectation"
+CLUSTER = "cluster"
 
 
 @dataclass
@@ -111,8 +128,54 @@ def _sections() -> list[_Section]:
     ]
 
 
-def clean_document(document: Any) -> list[_Section]:
-    """Every entry's canonical content; ContentError naming every problem in the document."""
+def cluster_defaults() -> dict[str, Any]:
+    """A cluster's settings when a document leaves them out: the model's defaults."""
+    return {
+        name: Cluster._meta.get_field(name).get_default()  # type: ignore[union-attr]
+        for name in CLUSTER_FIELDS
+        if name != "name"
+    }
+
+
+def clean_clusters(entries: Any, errors: dict[str, list[str]]) -> list[dict]:
+    """The document's clusters as complete settings (defaults filled in); problems go to
+    ``errors`` under ``clusters[i]``."""
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        errors["clusters"] = ["Must be a list."]
+        return []
+    cleaned: list[dict] = []
+    seen: set[str] = set()
+    defaults = cluster_defaults()
+    for i, entry in enumerate(entries):
+        prefix = f"clusters[{i}]"
+        if not isinstance(entry, Mapping):
+            errors[prefix] = ["A cluster must be an object."]
+            continue
+        unknown = [str(key) for key in entry if key not in CLUSTER_FIELDS]
+        for key in unknown:
+            errors[f"{prefix}.{key}"] = ["Unknown field (a cluster's settings only)."]
+        try:
+            content = clean_cluster_for_api({**defaults, **entry})
+        except ContentError as exc:
+            for path, messages in exc.errors.items():
+                errors.setdefault(f"{prefix}.{path}" if path else prefix, []).extend(messages)
+            continue
+        if unknown:
+            continue
+        if content["name"] in seen:
+            errors[f"{prefix}.name"] = [f"{content['name']!r} appears twice."]
+        seen.add(content["name"])
+        cleaned.append(content)
+    if sum(1 for c in cleaned if c["is_default"]) > 1:
+        errors["clusters"] = ["At most one cluster is the default (is_default)."]
+    return cleaned
+
+
+def clean_document(document: Any) -> tuple[list[dict], list[_Section]]:
+    """Every entry's canonical content — the clusters', then the sections' — or ContentError
+    naming every problem in the document."""
     if not isinstance(document, Mapping):
         raise ContentError({"": ["A PolicySet document must be an object."]})
     errors: dict[str, list[str]] = {}
@@ -123,7 +186,9 @@ def clean_document(document: Any) -> list[_Section]:
         errors["kind"] = [f"Must be {KIND}."]
     if document.get("apiVersion") != API_VERSION:
         errors["apiVersion"] = [f"Must be {API_VERSION}."]
+    cluster_entries = clean_clusters(document.get("clusters"), errors)
     clusters = set(Cluster.objects.values_list("name", flat=True))
+    clusters.update(entry["name"] for entry in cluster_entries)
     sections = _sections()
     for section in sections:
         entries = document.get(section.key)
@@ -150,7 +215,26 @@ def clean_document(document: Any) -> list[_Section]:
             section.entries.append(content)
     if errors:
         raise ContentError(errors)
-    return sections
+    return cluster_entries, sections
+
+
+def _plan_clusters(entries: list[dict], plan: ApplyPlan) -> list[tuple]:
+    stored = {cluster.name: cluster for cluster in Cluster.objects.all()}
+    steps: list[tuple] = []
+    for content in entries:
+        ref = {"kind": CLUSTER, "name": content["name"]}
+        cluster = stored.get(content["name"])
+        if cluster is None:
+            plan.created.append(ref)
+            steps.append(("create", cluster, content))
+            continue
+        current = cluster_content(cluster)
+        if current == content:
+            plan.unchanged.append(ref)
+            continue
+        plan.changed.append({**ref, "diff": content_diff(current, content)})
+        steps.append(("update", cluster, content))
+    return steps
 
 
 def _plan_section(section: _Section, plan: ApplyPlan, prune: bool) -> list[tuple]:
@@ -239,8 +323,9 @@ def policy_set_apply(
     The policy changes are checked against the expectations together (one before/after); an
     apply that breaks a passing one raises ExpectationsBroken unless ``force``.
     """
-    sections = clean_document(document)
+    cluster_entries, sections = clean_document(document)
     plan = ApplyPlan()
+    cluster_steps = _plan_clusters(cluster_entries, plan)
     steps: list[tuple] = []
     for section in sections:
         # A document without an expectations list says nothing about them: never prune them.
@@ -255,6 +340,12 @@ def policy_set_apply(
         _add_impact(plan, steps)
         plan.broken_expectations = broken_by(replace) if replace else []
     else:
+        # Clusters first: the objects of the document may name them.
+        for op, cluster, content in cluster_steps:
+            if op == "create":
+                cluster_create(actor=actor, data=content)
+            else:
+                cluster_update(actor=actor, cluster=cluster, data=content)
         if replace:
             guard_policy_change(replace, force=force)
         # Deletions first, so a document may drop one object and add another freely.
@@ -281,16 +372,19 @@ def _add_impact(plan: ApplyPlan, steps: list[tuple]) -> None:
         plan.warnings.extend({"name": ref["name"], **w} for w in report["warnings"])
 
 
-def export_document() -> dict:
-    """Every policy and label assignment as a PolicySet that applies as a no-op."""
+def export_document(*, clusters: bool = False) -> dict:
+    """Every policy, label assignment and expectation as a PolicySet that applies as a no-op;
+    with ``clusters`` every cluster's settings first (a configuration backup)."""
     policies = Policy.objects.select_related("cluster").prefetch_related(
         "filter_rules", "weight_rules"
     )
     assignments = LabelAssignment.objects.select_related("cluster")
     expectations = Expectation.objects.select_related("cluster")
+    document: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND}
+    if clusters:
+        document["clusters"] = [cluster_content(c) for c in Cluster.objects.order_by("name")]
     return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
+        **document,
         "policies": [policy_content(p) for p in policies.order_by("name")],
         "labelAssignments": [label_assignment_content(a) for a in assignments.order_by("name")],
         "expectations": [expectation_content(e) for e in expectations.order_by("name")],

@@ -8,6 +8,7 @@ the process refuses to start without ``SECRET_KEY``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -59,6 +60,10 @@ if not SECRET_KEY:
 HOST = os.environ.get("HOST", "127.0.0.1")
 PORT = env_int("PORT", 8000)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
+# In Kubernetes the pod's own address (downward API): kubelet's probes and Prometheus reach a
+# pod by it, and the web port's probes and metrics honour ALLOWED_HOSTS like every page.
+if os.environ.get("POD_IP", "").strip():
+    ALLOWED_HOSTS.append(os.environ["POD_IP"].strip())
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -91,8 +96,13 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before CSRF, which parses form bodies: oversized and anonymous multipart bodies are
+    # refused before anything reads them (core.middleware).
+    "core.middleware.RequestBodyGuard",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Inside SessionMiddleware: it marks a used session for saving, at most once a minute.
+    "core.middleware.SessionIdleTimeout",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -235,7 +245,7 @@ SPECTACULAR_SETTINGS = {
         "FilterKindEnum": "policies.models.FILTER_KIND_CHOICES",
         "WeightKindEnum": "policies.models.WEIGHT_KIND_CHOICES",
         "PolicySetKindEnum": ["PolicySet"],
-        "ObjectKindEnum": ["policy", "label_assignment"],
+        "ObjectKindEnum": ["cluster", "policy", "label_assignment", "expectation"],
     },
 }
 
@@ -289,6 +299,30 @@ DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
 # The admission webhook (docs/admission.md) answers on the extender's server; an AdmissionReview
 # carries one pod (kube-apiserver takes at most 3 MiB per request), so its limit is far lower.
 ADMISSION_MAX_BODY_BYTES = env_int("ADMISSION_MAX_BODY_BYTES", 4 * 1024 * 1024)
+# The web port serves kube-scheduler's verbs only when this turns the compatibility route on
+# (then under the same allowlists; never with client certificates required). portal/wsgi.py.
+EXTENDER_ON_WEB_PORT = env_bool("EXTENDER_ON_WEB_PORT", False)
+# Who may read the web port's /metrics, and its /healthz and /readyz (comma-separated CIDRs;
+# empty: anyone who reaches the port and names an allowed host).
+WEB_METRICS_ALLOWED_CIDRS = os.environ.get("WEB_METRICS_ALLOWED_CIDRS", "")
+WEB_PROBES_ALLOWED_CIDRS = os.environ.get("WEB_PROBES_ALLOWED_CIDRS", "")
+
+# --- Cluster credentials (inventory.credentials, docs/operations.md) -------------------------
+# A cluster names its kubeconfig (or token/CA directory) in this operator-provisioned
+# directory (in Kubernetes a mounted Secret); nothing outside it is ever read.
+KUBECONFIG_DIR = Path(os.environ.get("KUBECONFIG_DIR", VAR_DIR / "kubeconfigs"))
+# Commands a kubeconfig's exec plugin (or an auth-provider's cmd-path) may run, and the
+# auth-providers it may use, e.g. "aws,gke-gcloud-auth-plugin,kubelogin" (empty: none).
+KUBECONFIG_ALLOWED_COMMANDS = env_list("KUBECONFIG_ALLOWED_COMMANDS", "")
+KUBECONFIG_ALLOWED_AUTH_PROVIDERS = env_list("KUBECONFIG_ALLOWED_AUTH_PROVIDERS", "")
+# Local operators only: an empty kubeconfig name means this process's own KUBECONFIG or
+# ~/.kube/config (commands still checked).
+KUBECONFIG_DEFAULT_LOOKUP = env_bool("KUBECONFIG_DEFAULT_LOOKUP", False)
+
+# Label keys "push assigned labels" may write to a cluster's nodes: keys under one of these
+# prefixes (or a subdomain); empty: every prefix but kubernetes.io, k8s.io and their
+# subdomains, which Kubernetes reserves (inventory.push).
+LABEL_PUSH_ALLOWED_PREFIXES = env_list("LABEL_PUSH_ALLOWED_PREFIXES", "")
 
 # --- Generated scheduler configuration ------------------------------------------------------
 # The URL kube-scheduler reaches the extender at (its urlPrefix): the extender's own when it is
@@ -317,6 +351,13 @@ STORAGES = {
 # parsers hold every other document to core.limits.MAX_DOCUMENT_BYTES (4 MiB).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 128 * 1024 * 1024)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 10000
+# Uploads larger than FILE_UPLOAD_MAX_MEMORY_SIZE are spooled here, a directory of the portal's
+# own (0700), never the system's temporary directory, where other processes and paths the
+# portal reads could find them (docs/threat-model.md, "Uploads").
+FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "uploads")
+# A directory that cannot be made is reported by Django's system check (files.E001).
+with contextlib.suppress(OSError):
+    os.makedirs(FILE_UPLOAD_TEMP_DIR, mode=0o700, exist_ok=True)
 
 # --- Security -------------------------------------------------------------------------------
 # TLS is terminated in front of the portal in production; these follow that deployment.
@@ -328,6 +369,10 @@ SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
 SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
+# A session ends after this many idle minutes: it lives SESSION_COOKIE_AGE from its last save,
+# and core.middleware.SessionIdleTimeout saves a session in use once a minute at most.
+SESSION_IDLE_TIMEOUT_MINUTES = env_int("SESSION_IDLE_TIMEOUT_MINUTES", 480)
+SESSION_COOKIE_AGE = SESSION_IDLE_TIMEOUT_MINUTES * 60
 X_FRAME_OPTIONS = "DENY"
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"

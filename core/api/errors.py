@@ -155,10 +155,13 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     if isinstance(exc, DataError):
         set_rollback()
         logger.info("data error turned into 400: %s", exc)
-        return Response(
-            {NON_FIELD: ["A value does not fit its database column (too long or too large)."]},
-            status=status.HTTP_400_BAD_REQUEST,
+        text = str(exc)
+        message = (
+            limits.NUL_MESSAGE
+            if "NUL" in text or "\\u0000" in text
+            else "A value does not fit its database column (too long or too large)."
         )
+        return Response({NON_FIELD: [message]}, status=status.HTTP_400_BAD_REQUEST)
     response = drf_exception_handler(exc, context)
     if response is not None and isinstance(exc, exceptions.ValidationError):
         response.data = flatten_errors(response.data)

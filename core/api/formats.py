@@ -11,7 +11,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.renderers import BaseRenderer
 
 from core import limits
-from core.api.parsers import read_bounded
+from core.api.parsers import check_text, read_bounded
 
 
 class _NoAliasLoader(yaml.SafeLoader):
@@ -66,9 +66,10 @@ class YAMLParser(BaseParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         data = read_bounded(stream, self.max_bytes, self.limit_name)
         try:
-            return yaml_load(data)
+            document = yaml_load(data)
         except yaml.YAMLError as exc:
             raise ParseError(f"YAML parse error - {str(exc).splitlines()[0]}") from None
+        return check_text(document)
 
 
 class XYAMLParser(YAMLParser):

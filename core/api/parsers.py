@@ -2,7 +2,8 @@
 
 JSON is read with a size limit (413 beyond ``MAX_DOCUMENT_BYTES``; Django's own limit does not
 cover DRF's stream reads) and decoded by orjson, then refused when it nests deeper than
-``MAX_DEPTH`` — before any serializer recurses into it.
+``MAX_DEPTH`` — before any serializer recurses into it — or when a key or string holds a NUL
+character, which PostgreSQL cannot store (a 400 naming the field, not a database error).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import Any
 
 import orjson
 from rest_framework import status
-from rest_framework.exceptions import APIException, ParseError
+from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 
 from core import limits
@@ -39,6 +40,14 @@ def check_depth(value: Any) -> Any:
     message = limits.nesting_depth_error(value)
     if message:
         raise ParseError({"detail": message, "limit": "MAX_DEPTH"})
+    return check_text(value)
+
+
+def check_text(value: Any) -> Any:
+    """``value``, or a 400 naming the first field whose key or text holds a NUL character."""
+    path = limits.nul_path(value)
+    if path is not None:
+        raise ValidationError({path or "non_field_errors": [limits.NUL_MESSAGE]})
     return value
 
 

@@ -1,8 +1,11 @@
 """Permissions: Django model permissions, with the view permission required for reads.
 
 Roles are groups (``core.roles``): a viewer holds every ``view_*``, an editor also the write
-permissions of configuration models, an admin everything. Anonymous requests fail
-authentication first, so they get 401 (the token scheme sends ``WWW-Authenticate``).
+permissions of configuration models, an admin everything. A request made with an API token
+needs each permission from its user *and* from the role the token was issued for
+(``core.tokens.token_allows``): a viewer token of an editor reads and cannot write. Anonymous
+requests fail authentication first, so they get 401 (the token scheme sends
+``WWW-Authenticate``).
 """
 
 from __future__ import annotations
@@ -10,6 +13,24 @@ from __future__ import annotations
 from typing import Any
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission, DjangoModelPermissions
+
+from core.tokens import token_allows
+
+
+def granted(request: Any, perms: list[str]) -> bool:
+    """Whether the request's user — and its token's role, when it came with one — holds every
+    one of ``perms``."""
+    return _granted(request, perms)
+
+
+def _granted(request: Any, perms: list[str]) -> bool:
+    user = request.user
+    return bool(
+        user
+        and user.is_authenticated
+        and user.has_perms(perms)
+        and token_allows(request.auth, perms)
+    )
 
 
 class PortalModelPermissions(DjangoModelPermissions):
@@ -29,9 +50,12 @@ class PortalModelPermissions(DjangoModelPermissions):
         # Extra actions (rollback, sync, import, ...) name their permissions explicitly.
         explicit = getattr(view, "action_permissions", {}).get(getattr(view, "action", None))
         if explicit is None:
-            return super().has_permission(request, view)
-        user = request.user
-        return bool(user and user.is_authenticated and user.has_perms(explicit))
+            if not super().has_permission(request, view):
+                return False
+            queryset = self._queryset(view)
+            perms = self.get_required_permissions(request.method, queryset.model)
+            return token_allows(request.auth, perms)
+        return _granted(request, list(explicit))
 
 
 class ActionPermissions(BasePermission):
@@ -42,11 +66,7 @@ class ActionPermissions(BasePermission):
     """
 
     def has_permission(self, request: Any, view: Any) -> bool:
-        user = request.user
-        if not user or not user.is_authenticated:
-            return False
-        needed = self.permissions_for(request, view)
-        return user.has_perms(needed)
+        return _granted(request, self.permissions_for(request, view))
 
     @staticmethod
     def permissions_for(request: Any, view: Any) -> list[str]:

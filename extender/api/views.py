@@ -7,6 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 from django.http import HttpResponse
+from django.http.request import split_domain_port
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -40,8 +41,9 @@ CONFIG_PARAMETERS = [
         "base_url",
         OpenApiTypes.STR,
         description="The extender's URL as kube-scheduler reaches it (e.g. the in-cluster "
-        "Service URL); default: EXTENDER_EXTERNAL_URL, else PORTAL_EXTERNAL_URL, else this "
-        "request's scheme and host (with a warning).",
+        "Service URL); default: EXTENDER_EXTERNAL_URL (PORTAL_EXTERNAL_URL when the web port "
+        "serves the verbs, EXTENDER_ON_WEB_PORT), else this request's host on the extender "
+        "server's port (with a warning).",
     ),
     OpenApiParameter("node_cache_capable", OpenApiTypes.BOOL, description="Default true."),
     OpenApiParameter(
@@ -108,11 +110,21 @@ CONFIG_PARAMETERS = [
 
 
 def external_url(request: Request) -> tuple[str, bool]:
-    """The extender URL for urlPrefix and whether it was configured (not guessed)."""
-    configured = settings.EXTENDER_EXTERNAL_URL or settings.PORTAL_EXTERNAL_URL
-    if configured:
-        return configured, True
-    return request.build_absolute_uri("/"), False
+    """The extender URL for urlPrefix and whether it was configured (not guessed).
+
+    kube-scheduler calls the extender's own server; the portal's (web) URL only when the web
+    port serves the verbs (EXTENDER_ON_WEB_PORT). Unconfigured: this request's host on the
+    extender server's port."""
+    if settings.EXTENDER_EXTERNAL_URL:
+        return settings.EXTENDER_EXTERNAL_URL, True
+    if settings.EXTENDER_ON_WEB_PORT and settings.PORTAL_EXTERNAL_URL:
+        return settings.PORTAL_EXTERNAL_URL, True
+    if settings.EXTENDER_ON_WEB_PORT:
+        return request.build_absolute_uri("/"), False
+    domain, _ = split_domain_port(request.get_host())
+    port = settings.EXTENDER_BIND.rsplit(":", 1)[-1]
+    scheme = "https" if settings.EXTENDER_TLS_CERT_FILE else "http"
+    return f"{scheme}://{domain}:{port}/", False
 
 
 def warning_header(text: str) -> str:

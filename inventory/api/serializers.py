@@ -1,5 +1,6 @@
 """Clusters and nodes as the API shows them. Credentials never appear: a cluster names where
-they come from (a kubeconfig path and context, or in-cluster config), never their content."""
+they come from (a kubeconfig's name in KUBECONFIG_DIR and a context, or in-cluster config),
+never their content."""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ class ClusterSerializer(ContentSerializer):
         required=False,
         allow_blank=True,
         max_length=1024,
-        help_text="Path of a kubeconfig file on the portal's hosts; empty: the usual lookup.",
+        help_text="Name of a kubeconfig file (or token/CA directory) in the portal's "
+        "KUBECONFIG_DIR, provisioned by its operator; not a path. Empty with in_cluster.",
     )
     kubeconfig_context = serializers.CharField(required=False, allow_blank=True, max_length=253)
     in_cluster = serializers.BooleanField(required=False, default=False)

@@ -8,6 +8,7 @@ from rest_framework.routers import SimpleRouter
 
 from core.api.formats import NodeListTextYAMLParser, NodeListXYAMLParser, NodeListYAMLParser
 from core.api.parsers import NodeListJSONParser
+from core.middleware import allows_large_body
 from inventory.api import pods, views
 
 router = SimpleRouter()
@@ -31,7 +32,9 @@ urlpatterns = [
     # by GET here (it still appears in the list).
     path(
         "clusters/<str:cluster_name>/nodes/import/",
-        views.NodeViewSet.as_view({"post": "import_nodes"}, parser_classes=NODE_LIST_PARSERS),
+        allows_large_body(
+            views.NodeViewSet.as_view({"post": "import_nodes"}, parser_classes=NODE_LIST_PARSERS)
+        ),
         name="node-import",
     ),
     path(

@@ -8,6 +8,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -22,7 +23,7 @@ from core.api.formats import (
     yaml_dump,
 )
 from core.api.parsers import BoundedJSONParser
-from core.api.permissions import ActionPermissions
+from core.api.permissions import ActionPermissions, granted
 from core.api.schema import PortalAutoSchema
 from policies.api.serializers import LabelAssignmentSerializer, PolicySerializer
 from policies.apply import API_VERSION, KIND, export_document, policy_set_apply
@@ -66,18 +67,42 @@ class PolicySetExpectationSerializer(serializers.Serializer):
     )
 
 
+class PolicySetClusterSerializer(serializers.Serializer):
+    """A cluster's settings (``GET /clusters/{name}/`` without its status); where its
+    credentials are, never the credentials."""
+
+    name = serializers.CharField(max_length=63)
+    display_name = serializers.CharField(required=False, allow_blank=True)
+    description = serializers.CharField(required=False, allow_blank=True)
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named "source"
+        choices=["kubernetes", "static"], required=False
+    )
+    kubeconfig_path = serializers.CharField(
+        required=False, allow_blank=True, help_text="A kubeconfig's name in KUBECONFIG_DIR."
+    )
+    kubeconfig_context = serializers.CharField(required=False, allow_blank=True)
+    in_cluster = serializers.BooleanField(required=False)
+    sync_enabled = serializers.BooleanField(required=False)
+    sync_interval_seconds = serializers.IntegerField(required=False, min_value=10)
+    unknown_node_action = serializers.ChoiceField(choices=["allow", "deny"], required=False)
+    is_default = serializers.BooleanField(required=False)
+    bind_enabled = serializers.BooleanField(required=False)
+
+
 class PolicySetSerializer(serializers.Serializer):
-    """Policies, label assignments and expectations, matched by name when applied."""
+    """Clusters (optional), policies, label assignments and expectations, matched by name
+    when applied; clusters are created and updated, never deleted."""
 
     apiVersion = serializers.ChoiceField(choices=[API_VERSION])
     kind = serializers.ChoiceField(choices=[KIND])
+    clusters = PolicySetClusterSerializer(many=True, required=False)
     policies = PolicySetPolicySerializer(many=True, required=False)
     labelAssignments = PolicySetLabelAssignmentSerializer(many=True, required=False)
     expectations = PolicySetExpectationSerializer(many=True, required=False)
 
 
 class ApplyEntrySerializer(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["policy", "label_assignment"])
+    kind = serializers.ChoiceField(choices=["cluster", "policy", "label_assignment", "expectation"])
     name = serializers.CharField()
 
 
@@ -142,6 +167,14 @@ class ApplyView(NulGuardMixin, APIView):
         dry_run = query_flag(request, "dry_run")
         prune = query_flag(request, "prune")
         force = query_flag(request, "force")
+        document = request.data
+        if isinstance(document, dict) and document.get("clusters"):
+            needed = [f"inventory.{perm}_cluster" for perm in ("view", "add", "change")]
+            if not granted(request, needed):
+                raise PermissionDenied(
+                    "This document has clusters: applying it needs the add and change "
+                    "cluster permissions (an editor's)."
+                )
         return Response(
             policy_set_apply(
                 actor=request.user,
@@ -154,7 +187,8 @@ class ApplyView(NulGuardMixin, APIView):
 
 
 class ExportView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
-    """Every policy and label assignment as a PolicySet that ``apply`` takes as a no-op."""
+    """Every policy, label assignment and expectation as a PolicySet that ``apply`` takes as a
+    no-op; with ``clusters=true`` the clusters' settings too (a configuration backup)."""
 
     permission_classes = [ActionPermissions]
     required_permissions = ["policies.view_policy", "policies.view_labelassignment"]
@@ -168,7 +202,13 @@ class ExportView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
                 enum=["yaml", "json"],
                 description="Wins over Accept; default: Accept (application/json or YAML), "
                 "else yaml. 406 when Accept names neither.",
-            )
+            ),
+            OpenApiParameter(
+                "clusters",
+                OpenApiTypes.BOOL,
+                description="true: include every cluster's settings (never credentials), so "
+                "the document recreates the configuration in an empty portal.",
+            ),
         ],
         responses={
             (200, "application/yaml"): PolicySetSerializer,
@@ -177,7 +217,7 @@ class ExportView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
     )
     def get(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponse:
         fmt = response_format(request)
-        document = export_document()
+        document = export_document(clusters=query_flag(request, "clusters"))
         if fmt == "json":
             return Response(document)
         response = HttpResponse(yaml_dump(document), content_type="application/yaml; charset=utf-8")

@@ -18,9 +18,10 @@ def _user_with_role(role: str):
     return user
 
 
-def token_client(user) -> APIClient:
+def token_client(user, role: str = "admin") -> APIClient:
+    """A client with a token of ``user`` for ``role`` (admin: the user's own rights decide)."""
     client = APIClient()
-    _, key = tokens.issue(user)
+    _, key = tokens.issue(user, role=role)
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     client.token_key = key  # type: ignore[attr-defined]
     return client
@@ -36,7 +37,7 @@ def role_users(db) -> dict:
 
 @pytest.fixture
 def clients(role_users) -> dict[str, APIClient]:
-    out = {role: token_client(user) for role, user in role_users.items()}
+    out = {role: token_client(user, role) for role, user in role_users.items()}
     out["anonymous"] = APIClient()
     return out
 
@@ -66,7 +67,7 @@ def world(db):
     from tests.factories import load_nodes, make_assignment, make_cluster, make_policy, node_object
 
     prod = make_cluster("prod", is_default=True)
-    make_cluster("kube", source="kubernetes")
+    make_cluster("kube", source="kubernetes", kubeconfig_path="kube")
     load_nodes(
         prod,
         [

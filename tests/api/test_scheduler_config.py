@@ -55,7 +55,7 @@ def test_default_stanza(viewer):
     (stanza,) = config["extenders"]
     check_extender(stanza)
     assert stanza == {
-        "urlPrefix": "http://testserver/extender/prod",
+        "urlPrefix": "http://testserver:8001/extender/prod",
         "filterVerb": "filter",
         "prioritizeVerb": "prioritize",
         "preemptVerb": "preempt",

@@ -72,6 +72,10 @@ def prod(db):
 
 def test_url_from_settings_extender_first(viewer, prod, settings):
     settings.PORTAL_EXTERNAL_URL = "https://portal.example.com"
+    # The portal's URL is kube-scheduler's only when the web port serves the verbs.
+    config = yaml.safe_load(get(viewer).content)
+    assert config["extenders"][0]["urlPrefix"] == "http://testserver:8001/extender/prod"
+    settings.EXTENDER_ON_WEB_PORT = True
     config = yaml.safe_load(get(viewer).content)
     assert config["extenders"][0]["urlPrefix"] == "https://portal.example.com/extender/prod"
     settings.EXTENDER_EXTERNAL_URL = "http://policy-extender.kube-system.svc:8001/"
@@ -102,7 +106,7 @@ def test_loopback_url_warns_in_header_and_yaml(viewer, prod, settings, url):
 
 def test_unset_url_warns(viewer, prod):
     response = get(viewer)
-    assert "EXTENDER_EXTERNAL_URL and PORTAL_EXTERNAL_URL are unset" in response.headers["Warning"]
+    assert "EXTENDER_EXTERNAL_URL is unset" in response.headers["Warning"]
     assert response.content.startswith(b"# WARNING: EXTENDER_EXTERNAL_URL")
 
 

@@ -92,7 +92,7 @@ def test_a_typo_in_a_label_key_is_a_problem_until_fixed(admin_client: Client) ->
 
 
 def test_a_held_or_failing_sync_is_a_problem(admin_client: Client) -> None:
-    cluster = make_cluster("prod", source="kubernetes")
+    cluster = make_cluster("prod", source="kubernetes", kubeconfig_path="prod")
     Cluster.objects.filter(pk=cluster.pk).update(
         sync_state=SyncState.HELD, sync_error="held: the list would remove all 4 nodes"
     )

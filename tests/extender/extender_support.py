@@ -1,7 +1,9 @@
-"""Calling the extender through the real WSGI dispatcher (``portal.wsgi.application``) in-process.
+"""Calling the extender through the application kube-scheduler reaches — the extender's own
+server (``extender.server.application``, what ``manage.py serve_extender`` serves) — in-process.
 
-Django's test client would go through Django's handler, not the dispatcher kube-scheduler
-reaches, so requests are built as raw WSGI environs here.
+Django's test client would go through Django's handler, not that application, so requests are
+built as raw WSGI environs here. The web port's dispatcher (``portal.wsgi``) answers the verbs
+only with ``EXTENDER_ON_WEB_PORT``; ``via=portal.wsgi.application`` calls it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 
 from extender import handler
 from extender.holder import holder
-from portal.wsgi import application
+from extender.server import application as extender_server
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -53,8 +55,11 @@ def call(
     content_length: str | None = None,
     chunked: bool = False,
     remote_addr: str = "127.0.0.1",
+    content_type: str = "application/json",
+    via: Any = extender_server,
 ) -> Response:
-    """One request through the dispatcher; a non-bytes ``body`` is JSON-encoded."""
+    """One request through the extender's server (or ``via`` another WSGI application); a
+    non-bytes ``body`` is JSON-encoded."""
     data = body if isinstance(body, bytes) else orjson.dumps(body)
     captured: dict[str, Any] = {}
 
@@ -67,7 +72,7 @@ def call(
         "PATH_INFO": path,
         "SERVER_NAME": "testserver",
         "SERVER_PORT": "80",
-        "CONTENT_TYPE": "application/json",
+        "CONTENT_TYPE": content_type,
         "wsgi.input": io.BytesIO(data),
         "wsgi.url_scheme": "http",
         "REMOTE_ADDR": remote_addr,
@@ -76,7 +81,7 @@ def call(
         environ["wsgi.input_terminated"] = True
     else:
         environ["CONTENT_LENGTH"] = str(len(data)) if content_length is None else content_length
-    result = application(environ, start_response)
+    result = via(environ, start_response)
     out = b"".join(result)
     if hasattr(result, "close"):  # as a WSGI server does once the body is sent
         result.close()

@@ -10,6 +10,9 @@ from extender import server
 from extender.server import ExtenderServer
 from extender.tls import TlsSettings
 
+# kube-scheduler sends this; the verbs answer 415 to anything else.
+JSON_HEADERS = {"Content-Type": "application/json"}
+
 
 @contextmanager
 def serving(

@@ -193,7 +193,7 @@ def test_bind_failure_is_reported_in_error(
         raise BindError('pods "p" not found')
 
     monkeypatch.setattr("inventory.binding.bind_pod", refuse)
-    make_cluster("b", bind_enabled=True)
+    load_nodes(make_cluster("b", bind_enabled=True), [node_object("n1")])
     reload()
     response = call("/extender/b/bind", {"PodName": "p", "PodNamespace": "ml", "Node": "n1"})
     assert response.status == 200

@@ -174,15 +174,17 @@ def test_bind_answers_the_example_reply(prod: Cluster, monkeypatch: pytest.Monke
     response = call("/extender/prod/bind", golden_bytes("bind-args.json"))
     assert response.status == 200
     assert response.json() == golden("bind-result.json")
-    assert calls == [
-        {
-            "cluster_name": "prod",
-            "namespace": "ml",
-            "name": "trainer-7d9c6b5f4-x2k8q",
-            "uid": "8f1c2d3e-4b5a-4c6d-9e8f-0a1b2c3d4e5f",
-            "node": A,
-        }
-    ]
+    (call_args,) = calls
+    judge = call_args.pop("judge")
+    assert call_args == {
+        "cluster_name": "prod",
+        "namespace": "ml",
+        "name": "trainer-7d9c6b5f4-x2k8q",
+        "uid": "8f1c2d3e-4b5a-4c6d-9e8f-0a1b2c3d4e5f",
+        "node": A,
+    }
+    # The judge the binder is given passes the node for this pod (the node is in the inventory).
+    assert judge({"metadata": {"namespace": "ml", "name": "trainer-7d9c6b5f4-x2k8q"}}) is None
 
 
 VERB_REQUESTS = [

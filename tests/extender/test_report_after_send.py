@@ -10,7 +10,7 @@ import orjson
 import pytest
 from prometheus_client import REGISTRY
 
-from portal.wsgi import application
+from extender.server import application
 from tests.extender.extender_support import extender  # noqa: F401
 from tests.factories import load_nodes, make_cluster, node_object
 
@@ -34,6 +34,7 @@ def test_the_call_is_counted_when_the_response_is_closed() -> None:
         "REQUEST_METHOD": "POST",
         "PATH_INFO": "/extender/reported/filter",
         "CONTENT_LENGTH": str(len(body)),
+        "CONTENT_TYPE": "application/json",
         "wsgi.input": io.BytesIO(body),
         "REMOTE_ADDR": "127.0.0.1",
     }

@@ -23,7 +23,7 @@ import pytest
 from extender.channel import ExtenderChannel
 from extender.tls import TlsSettings
 from tests.extender.extender_support import extender, reload  # noqa: F401
-from tests.extender.server_support import serving
+from tests.extender.server_support import JSON_HEADERS, serving
 from tests.factories import load_nodes, make_cluster, make_policy, node_object
 from tests.support.pki import make_pki
 
@@ -134,7 +134,7 @@ def test_accepted_sockets_have_nagle_off_and_an_answer_is_one_write(
         try:
             for verb in ("filter", "prioritize"):
                 sends.clear()
-                connection.request("POST", f"/extender/keepalive/{verb}", BODY)
+                connection.request("POST", f"/extender/keepalive/{verb}", BODY, JSON_HEADERS)
                 response = connection.getresponse()
                 body = response.read()
                 assert response.status == 200
@@ -159,7 +159,10 @@ def test_a_client_that_pipelines_and_never_reads_does_not_stall_the_server() -> 
     """Its answers pile up unsent and waitress stops reading from it; everyone else is
     answered."""
     unknown = [f"unknown-node-{i:05d}" for i in range(6000)]  # each rejected with a reason
-    request = b"POST /extender/keepalive/filter HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+    request = (
+        b"POST /extender/keepalive/filter HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+    )
     body = orjson.dumps({"Pod": POD, "NodeNames": unknown})
     with serving() as instance:
         greedy = socket.create_connection(("127.0.0.1", instance.effective_port), timeout=5)
@@ -178,7 +181,7 @@ def test_a_client_that_pipelines_and_never_reads_does_not_stall_the_server() -> 
             other = http.client.HTTPConnection("127.0.0.1", instance.effective_port, timeout=5)
             try:
                 for _ in range(5):
-                    other.request("POST", "/extender/keepalive/filter", BODY)
+                    other.request("POST", "/extender/keepalive/filter", BODY, JSON_HEADERS)
                     response = other.getresponse()
                     assert response.status == 200
                     response.read()

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from tests.extender.extender_support import extender, reload  # noqa: F401
-from tests.extender.server_support import serving
+from tests.extender.server_support import JSON_HEADERS, serving
 from tests.factories import load_nodes, make_cluster, node_object
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,7 +33,7 @@ def answered(port: int, source: str = "127.0.0.1") -> bool:
         "127.0.0.1", port, timeout=5, source_address=(source, 0)
     )
     try:
-        connection.request("POST", "/extender/limits/filter", BODY)
+        connection.request("POST", "/extender/limits/filter", BODY, JSON_HEADERS)
         response = connection.getresponse()
         response.read()
         return response.status == 200
@@ -87,7 +87,7 @@ def test_slow_clients_hold_connections_not_threads() -> None:
                 sock = socket.create_connection(("127.0.0.1", port))
                 sock.sendall(
                     b"POST /extender/limits/filter HTTP/1.1\r\nHost: x\r\n"
-                    b"Content-Length: 1000\r\n\r\n{"
+                    b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
                 )
                 stalled.append(sock)
             assert all(answered(port) for _ in range(5))

@@ -17,7 +17,7 @@ import pytest
 
 from extender.tls import TlsSettings
 from tests.extender.extender_support import extender, reload  # noqa: F401
-from tests.extender.server_support import serving
+from tests.extender.server_support import JSON_HEADERS, serving
 from tests.factories import load_nodes, make_cluster, node_object
 from tests.support.pki import make_crl, make_pki
 
@@ -53,7 +53,7 @@ def filter_status(port: int, pki: Path, certificate: str) -> int:
     context.load_cert_chain(pki / f"{certificate}.crt", pki / f"{certificate}.key")
     connection = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=5)
     try:
-        connection.request("POST", "/extender/tls/filter", BODY)
+        connection.request("POST", "/extender/tls/filter", BODY, JSON_HEADERS)
         response = connection.getresponse()
         response.read()
         return response.status

@@ -8,7 +8,10 @@ from typing import Any
 
 
 def call_wsgi(
-    app: Callable[..., Any], path: str = "/", method: str = "GET"
+    app: Callable[..., Any],
+    path: str = "/",
+    method: str = "GET",
+    extra: dict[str, Any] | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
     captured: dict[str, Any] = {}
 
@@ -23,6 +26,7 @@ def call_wsgi(
         "SERVER_PORT": "80",
         "wsgi.input": io.BytesIO(b""),
         "wsgi.url_scheme": "http",
+        **(extra or {}),
     }
     result = app(environ, start_response)
     body = b"".join(result)

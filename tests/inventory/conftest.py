@@ -1,4 +1,6 @@
-"""Fixtures: a fake Kubernetes API server and a cluster whose kubeconfig points at it."""
+"""Fixtures: a fake Kubernetes API server and a cluster whose kubeconfig points at it.
+
+The kubeconfig lives in a per-test ``KUBECONFIG_DIR``; clusters name it, as in production."""
 
 from __future__ import annotations
 
@@ -30,8 +32,19 @@ def kube() -> Iterator[FakeKubeServer]:
 
 
 @pytest.fixture
-def kubeconfig(kube: FakeKubeServer, tmp_path: Path) -> str:
-    return kube.write_kubeconfig(tmp_path / "kubeconfig", context="fake")
+def kubeconfig_dir(settings: Any, tmp_path: Path) -> Path:
+    """The test's own KUBECONFIG_DIR (settings and the environment, for subprocesses)."""
+    directory = tmp_path / "kubeconfigs"
+    directory.mkdir()
+    settings.KUBECONFIG_DIR = directory
+    return directory
+
+
+@pytest.fixture
+def kubeconfig(kube: FakeKubeServer, kubeconfig_dir: Path) -> str:
+    """The *name* of a kubeconfig for the fake API server in KUBECONFIG_DIR."""
+    kube.write_kubeconfig(kubeconfig_dir / "fake-cluster", context="fake")
+    return "fake-cluster"
 
 
 @pytest.fixture

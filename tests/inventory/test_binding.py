@@ -1,4 +1,5 @@
-"""bind_pod creates Bindings through the client against the fake API server."""
+"""bind_pod reads the pod, asks the judge, and creates the Binding through the client against
+the fake API server."""
 
 from __future__ import annotations
 
@@ -24,26 +25,63 @@ def fresh_clients() -> Iterator[None]:
 
 
 @pytest.fixture
-def bind_cluster(make_kube_cluster: Callable[..., Cluster]) -> Cluster:
+def bind_cluster(make_kube_cluster: Callable[..., Cluster], kube: FakeKubeServer) -> Cluster:
+    for name in ("trainer-0", "a", "b"):
+        kube.add_pod({"metadata": {"namespace": "ml", "name": name, "uid": f"u-{name}"}})
     return make_kube_cluster("prod", bind_enabled=True)
 
 
+def allow(pod: Any) -> None:
+    return None
+
+
+def bind(name: str, node: str = "n1", uid: str = "", **options: Any) -> None:
+    options.setdefault("judge", allow)
+    options.setdefault("cluster_name", "prod")
+    bind_pod(namespace="ml", name=name, uid=uid, node=node, **options)
+
+
 def test_bind_creates_the_binding(kube: FakeKubeServer, bind_cluster: Cluster) -> None:
-    bind_pod(cluster_name="prod", namespace="ml", name="trainer-0", uid="u-1", node="gpu-1")
+    bind("trainer-0", "gpu-1", uid="u-trainer-0")
     (recorded,) = kube.bindings
     assert (recorded.namespace, recorded.pod, recorded.node, recorded.uid) == (
         "ml",
         "trainer-0",
         "gpu-1",
-        "u-1",
+        "u-trainer-0",
     )
     assert recorded.body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "gpu-1"}
+    assert kube.get_pod("ml", "trainer-0")["spec"]["nodeName"] == "gpu-1"
+
+
+def test_the_judge_sees_the_pod_and_can_refuse(kube: FakeKubeServer, bind_cluster: Cluster) -> None:
+    kube.add_pod({"metadata": {"namespace": "ml", "name": "gpu-pod", "labels": {"app": "x"}}})
+    seen: list[Any] = []
+
+    def refuse(pod: Any) -> str:
+        seen.append(pod)
+        return "not on this node"
+
+    with pytest.raises(BindError, match="not on this node"):
+        bind("gpu-pod", judge=refuse)
+    assert seen[0]["metadata"]["labels"] == {"app": "x"}
+    assert kube.bindings == []
+
+
+def test_a_missing_or_replaced_pod_is_not_bound(
+    kube: FakeKubeServer, bind_cluster: Cluster
+) -> None:
+    with pytest.raises(BindError, match="pod ml/ghost does not exist"):
+        bind("ghost")
+    with pytest.raises(BindError, match="not the pod kube-scheduler named"):
+        bind("a", uid="u-an-older-a")
+    assert kube.bindings == []
 
 
 def test_bind_reuses_the_client(kube: FakeKubeServer, bind_cluster: Cluster) -> None:
-    bind_pod(cluster_name="prod", namespace="ml", name="a", uid="", node="n1")
+    bind("a")
     first = binding._targets["prod"].api
-    bind_pod(cluster_name="prod", namespace="ml", name="b", uid="", node="n1")
+    bind("b")
     assert binding._targets["prod"].api is first
     assert len(kube.bindings) == 2
 
@@ -51,15 +89,15 @@ def test_bind_reuses_the_client(kube: FakeKubeServer, bind_cluster: Cluster) -> 
 def test_second_binding_of_a_pod_is_a_bind_error(
     kube: FakeKubeServer, bind_cluster: Cluster
 ) -> None:
-    bind_pod(cluster_name="prod", namespace="ml", name="a", uid="", node="n1")
+    bind("a")
     with pytest.raises(BindError, match=r"\(409\).*already assigned to node \"n1\""):
-        bind_pod(cluster_name="prod", namespace="ml", name="a", uid="", node="n2")
+        bind("a", "n2")
 
 
 def test_rejected_credentials(kube: FakeKubeServer, bind_cluster: Cluster) -> None:
     kube.unauthorized = True
     with pytest.raises(BindError, match=r"credentials rejected .*401"):
-        bind_pod(cluster_name="prod", namespace="ml", name="a", uid="", node="n1")
+        bind("a")
 
 
 def test_bind_needs_bind_enabled_kubernetes_cluster(
@@ -68,18 +106,18 @@ def test_bind_needs_bind_enabled_kubernetes_cluster(
     make_kube_cluster("off")
     make_cluster("lab", bind_enabled=True)
     with pytest.raises(BindError, match="not enabled"):
-        bind_pod(cluster_name="off", namespace="ml", name="a", uid="", node="n1")
+        bind("a", cluster_name="off")
     with pytest.raises(BindError, match="static"):
-        bind_pod(cluster_name="lab", namespace="ml", name="a", uid="", node="n1")
+        bind("a", cluster_name="lab")
     with pytest.raises(BindError, match="unknown cluster"):
-        bind_pod(cluster_name="nope", namespace="ml", name="a", uid="", node="n1")
+        bind("a", cluster_name="nope")
     assert kube.bindings == []
 
 
 def test_repeated_binds_cost_no_database_query(
     kube: FakeKubeServer, bind_cluster: Cluster, django_assert_num_queries: Any
 ) -> None:
-    bind_pod(cluster_name="prod", namespace="ml", name="a", uid="", node="n1")
+    bind("a")
     with django_assert_num_queries(0):
-        bind_pod(cluster_name="prod", namespace="ml", name="b", uid="", node="n1")
+        bind("b")
     assert [b.pod for b in kube.bindings] == ["a", "b"]

@@ -123,3 +123,46 @@ def test_push_refuses_static_clusters() -> None:
     lab = make_cluster("lab")
     with pytest.raises(ContentError, match="static"):
         push_labels(actor=None, cluster=lab, node_names=["x"])
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "kubernetes.io/hostname",
+        "node-role.kubernetes.io/control-plane",
+        "topology.kubernetes.io/zone",
+        "node.k8s.io/instance",
+        "k8s.io/x",
+    ],
+)
+def test_reserved_label_keys_are_never_pushed(
+    kube: FakeKubeServer, cluster: Cluster, key: str
+) -> None:
+    kube.add_node(node("n1"))
+    sync_cluster(cluster_id=cluster.pk)
+    assign("takeover", {key: "", "example.com/tier": "gold"}, node_names=["n1"])
+    results = push_labels(actor=None, cluster=cluster, node_names=["n1"])
+    assert results["n1"]["ok"] is False
+    assert results["n1"]["error"].startswith(f"not patched: {key} may not be pushed")
+    assert kube.patches == []
+    assert key not in kube.get_node("n1")["metadata"]["labels"]
+    note = AuditEntry.objects.get(action=AuditAction.PUSH_LABELS).note
+    assert "0 nodes patched, 1 failed" in note
+
+
+def test_an_allowed_prefix_list_limits_what_is_pushed(
+    kube: FakeKubeServer, cluster: Cluster, settings
+) -> None:
+    settings.LABEL_PUSH_ALLOWED_PREFIXES = ["example.com", "node-role.kubernetes.io"]
+    kube.add_node(node("n1"))
+    kube.add_node(node("n2"))
+    sync_cluster(cluster_id=cluster.pk)
+    assign(
+        "ok", {"gpu.example.com/tier": "gold", "node-role.kubernetes.io/gpu": ""}, node_names=["n1"]
+    )
+    assign("bare", {"tier": "gold"}, node_names=["n2"])
+    results = push_labels(actor=None, cluster=cluster, node_names=["n1", "n2"])
+    assert results["n1"]["ok"] is True
+    assert results["n2"]["ok"] is False
+    assert "only prefixes example.com, node-role.kubernetes.io" in results["n2"]["error"]
+    assert [p.name for p in kube.patches] == ["n1"]

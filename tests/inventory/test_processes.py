@@ -98,10 +98,11 @@ class Processes:
 
 
 @pytest.fixture
-def processes(tmp_path: Path) -> Iterator[Processes]:
+def processes(tmp_path: Path, kubeconfig_dir: Path) -> Iterator[Processes]:
     env = {
         **os.environ,
         "DATABASE_URL": shared_database_url(),
+        "KUBECONFIG_DIR": str(kubeconfig_dir),
         "DJANGO_SETTINGS_MODULE": "tests.inventory.worker_settings",
         "PYTHONUNBUFFERED": "1",
     }
@@ -260,7 +261,7 @@ def test_worker_exports_task_metrics_of_its_pool_processes(
 
 
 def test_watch_nodes_command_follows_changes_and_stops_on_sigterm(
-    processes: Processes, kube: FakeKubeServer, make_kube_cluster: Any
+    processes: Processes, kube: FakeKubeServer, make_kube_cluster: Any, kubeconfig_dir: Path
 ) -> None:
     names = add_nodes(kube, 3)
     cluster = make_kube_cluster("prod")
@@ -301,8 +302,8 @@ def test_watch_nodes_command_follows_changes_and_stops_on_sigterm(
     assert 0.0 <= sample(metrics, "inventory_watch_lag_seconds", cluster="prod") < 30.0
     assert sample(metrics, "portal_build_info", version="0.1.0") == 1.0
     # New credentials in the cluster's settings: the watcher is restarted with them.
-    bad = kube.write_kubeconfig(processes.tmp_path / "rejected", context="fake", token="wrong")
-    Cluster.objects.filter(pk=cluster.pk).update(kubeconfig_path=bad)
+    kube.write_kubeconfig(kubeconfig_dir / "rejected", context="fake", token="wrong")
+    Cluster.objects.filter(pk=cluster.pk).update(kubeconfig_path="rejected")
     wait_for(
         lambda: "401 Unauthorized" in Cluster.objects.get(pk=cluster.pk).sync_error,
         "the restarted watcher's relist with the new credentials",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -10,7 +11,7 @@ from django.utils import timezone
 from kubernetes.config import kube_config
 
 from core.revisions import current_snapshot_revision
-from inventory.kube import AuthError, KubeError, TransientError
+from inventory.kube import AuthError, ConfigError, KubeError, TransientError
 from inventory.models import Cluster, Node, SyncState
 from inventory.node_list import decode_node_list
 from inventory.node_objects import node_fields
@@ -138,11 +139,12 @@ def test_unreachable_server_is_transient(cluster: Cluster, kube: FakeKubeServer)
 
 
 def test_missing_kubeconfig_is_a_configuration_error(make_kube_cluster) -> None:
-    cluster = make_kube_cluster("other", kubeconfig_path="/nonexistent/kubeconfig")
-    with pytest.raises(Exception, match="cannot load the Kubernetes client configuration"):
+    cluster = make_kube_cluster("other", kubeconfig_path="not-provisioned")
+    with pytest.raises(ConfigError, match="'not-provisioned' is not an allowed kubeconfig"):
         sync_cluster(cluster_id=cluster.pk)
     cluster.refresh_from_db()
     assert cluster.sync_state == SyncState.ERROR
+    assert "not an allowed kubeconfig" in cluster.sync_error
 
 
 def test_lock_refuses_a_second_run(kube: FakeKubeServer, cluster: Cluster) -> None:
@@ -186,11 +188,19 @@ def test_invalid_json_from_the_server_is_transient() -> None:
         decode_node_list(b'{"items": [')
 
 
-def test_empty_kubeconfig_path_uses_the_default_lookup(
-    kube: FakeKubeServer, kubeconfig: str, make_kube_cluster: Any, monkeypatch: pytest.MonkeyPatch
+def test_empty_kubeconfig_path_uses_the_default_lookup_when_the_operator_allows_it(
+    kube: FakeKubeServer,
+    kubeconfig: str,
+    kubeconfig_dir: Path,
+    make_kube_cluster: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    settings: Any,
 ) -> None:
     # The client reads $KUBECONFIG once, at import; this is where that value lives.
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", kubeconfig)
+    monkeypatch.setattr(
+        kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig_dir / kubeconfig)
+    )
+    settings.KUBECONFIG_DEFAULT_LOOKUP = True
     cluster = make_kube_cluster("default-lookup", kubeconfig_path="", kubeconfig_context="")
     kube.add_node(realistic_node(0, slim=True))
     assert sync_cluster(cluster_id=cluster.pk).seen == 1

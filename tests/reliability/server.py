@@ -70,7 +70,8 @@ class Response:
 
 
 class PortalServer:
-    """``gunicorn portal.wsgi:application`` with the production config and two workers."""
+    """``gunicorn portal.wsgi:application`` with the production config and two workers, serving
+    the extender's verbs too (the compatibility route, ``EXTENDER_ON_WEB_PORT``)."""
 
     def __init__(self, *, env: dict[str, str], workdir: Path, workers: int = 2) -> None:
         self.port = free_port()
@@ -78,7 +79,14 @@ class PortalServer:
         self.log_path = workdir / "gunicorn.log"
         self.metrics_dir = metrics_dir = workdir / "prometheus"
         metrics_dir.mkdir(exist_ok=True)
-        full_env = server_env(workdir, {"PROMETHEUS_MULTIPROC_DIR": str(metrics_dir), **env})
+        full_env = server_env(
+            workdir,
+            {
+                "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+                "EXTENDER_ON_WEB_PORT": "true",
+                **env,
+            },
+        )
         command = [
             sys.executable,
             "-m",

@@ -159,7 +159,8 @@ class Calls:
 
 def api_headers() -> dict[str, str]:
     user = get_user_model().objects.create_superuser("api-user", password="x")
-    return {"Authorization": f"Token {tokens.issue(user)[1]}"}
+    _, key = tokens.issue(user, role="admin")
+    return {"Authorization": f"Token {key}"}
 
 
 def hang_api_requests(

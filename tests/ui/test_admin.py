@@ -34,7 +34,7 @@ REGISTERED_IDS = [model._meta.label for model, _ in REGISTERED]
 def populated(admin_user: User, nodes: None, policy: Policy, assignment: LabelAssignment) -> None:
     """One object of every portal model, made through the services (plus an API token)."""
 
-    tokens.issue(admin_user)
+    tokens.issue(admin_user, role="admin")
 
 
 # --- every page renders ---------------------------------------------------------------------

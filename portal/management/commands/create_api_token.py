@@ -1,7 +1,8 @@
 """``manage.py create_api_token USER --role ROLE``: an API token for automation.
 
 Only the key goes to stdout, so ``TOKEN=$(manage.py create_api_token ci --role editor)`` works.
-The key is shown this once: the portal keeps only its digest (core/tokens.py).
+The key is shown this once: the portal keeps only its digest (core/tokens.py). The token is
+limited to ``--role`` even when the user holds more (an editor's viewer token only reads).
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ class Command(BaseCommand):
         if days < 0:
             raise CommandError("--expires-days must be 0 (never) or more.")
         expires = timezone.now() + timedelta(days=days) if days else None
-        _, key = tokens.issue(user, name="create_api_token", expires_at=expires)
+        # The token is limited to the role asked for, whatever else the user holds.
+        _, key = tokens.issue(user, role=role, name="create_api_token", expires_at=expires)
         if created:
             self.stderr.write(f"Created user {username!r} with role {role}.")
         return key

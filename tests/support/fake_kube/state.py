@@ -235,6 +235,7 @@ class ClusterState:
         # Bounded so that a long benchmark does not grow memory without end.
         self.requests: deque[RecordedRequest] = deque(maxlen=request_log_limit)
         self.bound_pods: dict[tuple[str, str], str] = {}
+        # Pods by (namespace, name), for GET of one pod; a binding sets spec.nodeName.
 
     @property
     def _nodes(self) -> dict[str, StoredObject]:

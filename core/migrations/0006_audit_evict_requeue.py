@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('portal', '0004_api_tokens_hashed'),
+        ('portal', '0005_api_token_role'),
     ]
 
     operations = [

@@ -30,8 +30,6 @@ def _flag(value: str) -> bool:
     return value.lower() in ("1", "t", "true")
 
 
-
-
 class KubeHandler(BaseHTTPRequestHandler):
     """One connection; keep-alive, so it may serve many requests in turn."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -77,15 +78,16 @@ def test_the_pages_need_the_pod_view_permission() -> None:
 
 
 @pytest.fixture
-def kube(tmp_path: Path) -> Iterator[tuple[FakeKubeServer, Cluster]]:
+def kube(tmp_path: Path, settings: Any) -> Iterator[tuple[FakeKubeServer, Cluster]]:
     forget()
     cache.clear()
+    settings.KUBECONFIG_DIR = tmp_path  # clusters name a kubeconfig in it, as in production
     with FakeKubeServer() as server:
-        path = server.write_kubeconfig(tmp_path / "kubeconfig")
+        server.write_kubeconfig(tmp_path / "kubeconfig")
         cluster = make_cluster(
             "prod",
             source=ClusterSource.KUBERNETES,
-            kubeconfig_path=path,
+            kubeconfig_path="kubeconfig",
             kubeconfig_context="fake",
         )
         load_nodes(cluster, [node_object("gpu-1", {"nvidia.com/gpu.product": "T4"})])

@@ -52,8 +52,11 @@ def test_production_with_the_admission_component(tmp_path: Path) -> None:
     kinds = by_kind(objects)
     web = kinds["Deployment"]["policy-portal-web"]
     assert env_of(web)["EXTENDER_TLS_CERT_FILE"] == "/etc/portal/extender-tls/tls.crt"
-    (volume,) = (v for v in web["spec"]["template"]["spec"]["volumes"] if "secret" in v)
-    assert volume["secret"]["secretName"] == "policy-portal-extender-tls"
+    (volume,) = (
+        v
+        for v in web["spec"]["template"]["spec"]["volumes"]
+        if v.get("secret", {}).get("secretName") == "policy-portal-extender-tls"
+    )
     assert volume["secret"]["items"] == [{"key": "tls.crt", "path": "tls.crt"}]  # no key
     extender = kinds["Deployment"]["policy-portal-extender"]
     names = env_of(extender)["EXTENDER_TLS_CLIENT_NAMES"].split(",")

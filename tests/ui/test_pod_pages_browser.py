@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def installation() -> None:
     forget()
     demo_seed()
-    kube = make_cluster("kube", source=ClusterSource.KUBERNETES)
+    kube = make_cluster("kube", source=ClusterSource.KUBERNETES, in_cluster=True)
     load_nodes(kube, [node_object("gpu-1", {"nvidia.com/gpu.product": "T4"})])
     make_policy()  # ml pods only on A100 nodes: both pods below break it
     pods = [

@@ -1,6 +1,6 @@
 """Impact preview of one policy over 5,000 nodes, in-process (target: p50 <= 200 ms).
 
-The engine part of ``POST /api/v1/policies/preview/`` (``policies.engine.preview``): compile
+The engine part of ``POST /api/v1/policies/preview/`` (``engine.preview``): compile
 the draft, judge it over every node's facts, and compute the warnings; then the same preview
 with 20 expectations judged before and after the draft (what a save also checks). Writes
 bench/results/preview.md.
@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from policies.engine.expectations import evaluate_expectation, expectation_spec  # noqa: E402
-from policies.engine.facts import NodeFacts  # noqa: E402
-from policies.engine.policy import compile_policy  # noqa: E402
-from policies.engine.preview import impact, warnings  # noqa: E402
+from engine.expectations import evaluate_expectation, expectation_spec  # noqa: E402
+from engine.facts import NodeFacts  # noqa: E402
+from engine.policy import compile_policy  # noqa: E402
+from engine.preview import impact, warnings  # noqa: E402
 
 NODES = 5000
 RUNS = 30

@@ -23,9 +23,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django.setup()
 
 from bench.extender_load import CLUSTER, POD  # noqa: E402
+from engine.evaluate import unknown_node_reason  # noqa: E402
+from engine.pods import pod_facts_from_dict  # noqa: E402
 from policies.compile import build_snapshot  # noqa: E402
-from policies.engine.evaluate import unknown_node_reason  # noqa: E402
-from policies.engine.pods import pod_facts_from_dict  # noqa: E402
 
 
 def _answers() -> tuple[dict[str, str | None], dict[str, int]]:

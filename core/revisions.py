@@ -12,7 +12,7 @@ the ``Revision`` table:
 - ``snapshot:policies`` / ``snapshot:policies:<pk>``: a change to the policies of every
   cluster / of that cluster, nothing else.
 
-A cluster's counters (:class:`policies.engine.snapshot.ClusterInputs`) move exactly when
+A cluster's counters (:class:`engine.snapshot.ClusterInputs`) move exactly when
 something its decisions depend on changed, so a rebuild redoes only those clusters and keeps
 the others' compiled objects; a cluster whose policies alone changed keeps its judged node facts
 and only has its rules judged again (``policies.compile.read_sources``). A writer that forgets

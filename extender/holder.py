@@ -17,9 +17,9 @@ import logging
 import threading
 import time
 
+from engine.snapshot import ClusterInputs, MissingClusterSources, Snapshot
+from engine.sources import snapshot_from_sources
 from extender import persist
-from policies.engine.snapshot import ClusterInputs, MissingClusterSources, Snapshot
-from policies.engine.sources import snapshot_from_sources
 
 logger = logging.getLogger(__name__)
 

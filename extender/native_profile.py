@@ -2,7 +2,7 @@
 arguments, and the rules that still need the extender (docs/scheduler-config.md#native-profile).
 
 Works on canonical policy content (``policies.services.policy_content``), so it compiles
-exactly what is stored, with the engine's one node-affinity compiler (``policies.engine.affinity``
+exactly what is stored, with the engine's one node-affinity compiler (``engine.affinity``
 and ``placement``, shared with the admission webhook). Node affinity uses the label operators the
 engine implements (docs/semantics.md#label-operators), so a label filter rule means the same in
 both places, as long as kube-scheduler sees the same labels: rules on keys that label
@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.placement import FILTER, place_policy
+from engine.policy import compile_policy
 from extender.scheduler_config import API_VERSION
-from policies.engine.placement import FILTER, place_policy
-from policies.engine.policy import compile_policy
 
 
 @dataclass
@@ -67,7 +67,7 @@ def native_profile(
     (the order that picks the extender's wire reason).
 
     Each rule compiles as the engine compiles it for the admission webhook
-    (``policies.engine.placement``); every key a label assignment sets counts as not carried
+    (``engine.placement``); every key a label assignment sets counts as not carried
     by the nodes, since kube-scheduler's own plugins never see assigned labels."""
     assigned = frozenset(assigned_keys)
     profile = NativeProfile()

@@ -1,7 +1,7 @@
 """The last snapshot sources on local disk, so a restarted process serves without the database.
 
 After every successful build the process keeps the sources it built from
-(``policies.engine.sources``) in ``EXTENDER_SNAPSHOT_DIR``: each cluster's nodes in a file of
+(``engine.sources``) in ``EXTENDER_SNAPSHOT_DIR``: each cluster's nodes in a file of
 its own, named by the cluster's facts counters (``nodes-<cluster>-<counters>.json``), and
 an index, ``snapshot-sources.json``, with everything else and the node file of every cluster.
 A build that reused a cluster writes only the clusters it read and a new index. Every file is

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core.errors import ContentError
-from policies.engine.labels import dns1123_label_errors, dns1123_subdomain_errors, label_key_errors
+from engine.labels import dns1123_label_errors, dns1123_subdomain_errors, label_key_errors
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 VERBS = ("filter", "prioritize", "preempt", "bind")

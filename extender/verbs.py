@@ -22,9 +22,7 @@ from typing import Any
 import orjson
 from msgspec import Raw
 
-from extender import wire
-from extender.records import CallRecord
-from policies.engine.evaluate import (
+from engine.evaluate import (
     ALLOW,
     ClusterEvaluator,
     FilterOutcome,
@@ -33,10 +31,12 @@ from policies.engine.evaluate import (
     dry_run_rejections,
     filter_names,
 )
-from policies.engine.facts import NodeFacts, node_facts
-from policies.engine.pods import PodFacts, pod_facts_from_dict
-from policies.engine.quantities import QuantityError, to_base_units
-from policies.engine.snapshot import ClusterSnapshot, Snapshot
+from engine.facts import NodeFacts, node_facts
+from engine.pods import PodFacts, pod_facts_from_dict
+from engine.quantities import QuantityError, to_base_units
+from engine.snapshot import ClusterSnapshot, Snapshot
+from extender import wire
+from extender.records import CallRecord
 
 # How many rejected nodes and top scores one decision-log entry keeps.
 MAX_RECORDED_NODES = 50

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 from msgspec import Raw, Struct
 
-from policies.engine.pods import PodFacts
+from engine.pods import PodFacts
 
 
 class WireError(Exception):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from engine.assignments import AssignmentSpec, assigned_labels
 from inventory.hooks import cluster_assignment_specs
 from inventory.models import Cluster, Node
-from policies.engine.assignments import AssignmentSpec, assigned_labels
 
 NodeDrift = dict[str, dict[str, str | None]]
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 from django.dispatch import Signal
 
-from policies.engine.assignments import AssignmentSpec
-from policies.engine.snapshot import Snapshot
+from engine.assignments import AssignmentSpec
+from engine.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from inventory.models import Cluster

@@ -191,7 +191,7 @@ class Pod(models.Model):
 
     Only the pod watcher (``inventory.pod_services``) writes these; Succeeded and Failed pods
     leave. ``requests`` are in base units (CPU millicores, bytes, counts), summed as
-    kube-scheduler counts them (``policies.engine.podspec.pod_requests``).
+    kube-scheduler counts them (``engine.podspec.pod_requests``).
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="pods")

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from policies.engine.labels import label_key_errors, label_value_errors
-from policies.engine.quantities import QuantityError, to_base_units
+from engine.labels import label_key_errors, label_value_errors
+from engine.quantities import QuantityError, to_base_units
 
 MAX_LABELS = 1000
 MAX_WARNINGS = 20

@@ -20,9 +20,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from engine.pods import PodFacts
+from engine.podspec import HostPort, PodSpecFacts, required_terms_from, tolerations_from
 from inventory.models import Cluster, Pod, PodPhase
-from policies.engine.pods import PodFacts
-from policies.engine.podspec import HostPort, PodSpecFacts, required_terms_from, tolerations_from
 
 # Phases of pods that hold (or wait for) a node; Succeeded and Failed never reach the inventory.
 ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.UNKNOWN)
@@ -96,7 +96,7 @@ def pod_facts(pod: Pod) -> PodFacts:
 
 
 def pod_spec_facts(pod: Pod) -> PodSpecFacts:
-    """What kube-scheduler's basic fit (``policies.engine.fit``) reads of a stored pod."""
+    """What kube-scheduler's basic fit (``engine.fit``) reads of a stored pod."""
     spec: dict[str, Any] = {"tolerations": pod.tolerations}
     if pod.required_affinity is not None:
         spec["affinity"] = {

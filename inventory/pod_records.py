@@ -18,8 +18,8 @@ from typing import Any
 
 import msgspec
 
+from engine.podspec import host_ports_from, pod_requests
 from inventory.node_objects import parse_timestamp
-from policies.engine.podspec import host_ports_from, pod_requests
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 KNOWN_PHASES = frozenset({"Pending", "Running", "Unknown"})

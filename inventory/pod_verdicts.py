@@ -1,7 +1,7 @@
 """The portal's verdict on the inventory's pods now: Pending pods with the nodes its policies
 leave them, and running pods on nodes its enforce policies reject.
 
-Judged by the engine (``policies.engine.verdicts``) with the snapshot the extender serves
+Judged by the engine (``engine.verdicts``) with the snapshot the extender serves
 (``inventory.hooks.current_snapshot``, which is ``policies.compile.current_snapshot``), so a
 Pending pod's ``passing`` and ``reasons`` are what ``/filter`` and ``POST /api/v1/simulate/``
 answer for it. The API, the console and the requeue loop all read these.
@@ -22,12 +22,12 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from core.revisions import current_snapshot_revision
+from engine.pods import PodFacts
+from engine.snapshot import ClusterSnapshot
+from engine.verdicts import RejectingScope, judge_bound, judge_pending, rejecting_scopes
 from inventory.hooks import current_snapshot, rule_in_effect_since
 from inventory.models import Cluster, PodInventory
 from inventory.pod_queries import bound_pods, pending_pods
-from policies.engine.pods import PodFacts
-from policies.engine.snapshot import ClusterSnapshot
-from policies.engine.verdicts import RejectingScope, judge_bound, judge_pending, rejecting_scopes
 
 PENDING_FIELDS = (
     "pk",

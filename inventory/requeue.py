@@ -34,15 +34,15 @@ from kubernetes import client
 from core.audit import audit_record
 from core.models import AuditAction
 from core.revisions import current_snapshot_revision
+from engine.pods import PodFacts
+from engine.snapshot import Snapshot
+from engine.verdicts import freed
 from inventory.hooks import current_snapshot
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
 from inventory.metrics import REQUEUE_NUDGES, REQUEUE_PODS
 from inventory.models import Cluster, ClusterSource
 from inventory.pod_queries import pending_pods
 from inventory.pod_services import pod_inventory_nudged
-from policies.engine.pods import PodFacts
-from policies.engine.snapshot import Snapshot
-from policies.engine.verdicts import freed
 
 logger = logging.getLogger(__name__)
 

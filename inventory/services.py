@@ -19,6 +19,7 @@ from core.audit import record_change
 from core.errors import ContentError
 from core.models import AuditAction
 from core.revisions import bump_snapshot_revision
+from engine.labels import dns1123_label_errors, dns1123_subdomain_errors
 from inventory import sync_status
 from inventory.credentials import name_errors
 from inventory.hooks import cluster_deleting
@@ -31,7 +32,6 @@ from inventory.models import (
     UnknownNodeAction,
 )
 from inventory.node_objects import node_fields
-from policies.engine.labels import dns1123_label_errors, dns1123_subdomain_errors
 
 CLUSTER_FIELDS = (
     "name",

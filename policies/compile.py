@@ -8,7 +8,7 @@ extender runs in the same process, both read the same object.
 ``read_sources`` reads clusters, nodes, enabled policies and label assignments in one consistent
 read (one REPEATABLE READ transaction on PostgreSQL; SQLite transactions are serialisable),
 together with the snapshot revision, so a concurrent write is never half-seen. The result is a
-plain document (``policies.engine.sources``) that the engine compiles and that extender
+plain document (``engine.sources``) that the engine compiles and that extender
 processes keep on disk for restarts while the database is unreachable.
 """
 
@@ -23,16 +23,16 @@ from typing import Any
 from django.db import connection, transaction
 
 from core.revisions import cluster_revisions, current_snapshot_revision
-from inventory.models import Cluster, Node
-from policies.content import label_assignment_content, policy_content
-from policies.engine.snapshot import (
+from engine.snapshot import (
     ClusterInputs,
     ClusterSettings,
     MissingClusterSources,
     NodeRecord,
     Snapshot,
 )
-from policies.engine.sources import snapshot_from_sources, sources_document
+from engine.sources import snapshot_from_sources, sources_document
+from inventory.models import Cluster, Node
+from policies.content import label_assignment_content, policy_content
 from policies.models import LabelAssignment, Policy
 
 logger = logging.getLogger(__name__)

@@ -1,12 +1,12 @@
 """The canonical content of a stored policy or label assignment: what versions, the diff,
 export, the snapshot compiler and the API show (docs/semantics.md#objects). A rule keeps the
-fields its kind declares (``policies.engine.kinds``)."""
+fields its kind declares (``engine.kinds``)."""
 
 from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from policies.engine import kinds
+from engine import kinds
 from policies.models import FilterRule, LabelAssignment, Policy, WeightRule
 
 

@@ -19,16 +19,16 @@ from django.db import transaction
 from core.audit import audit_record
 from core.errors import ContentError, ExpectationsBroken
 from core.models import AuditAction
-from policies.compile import current_snapshot
-from policies.engine.errors import EngineValidationError
-from policies.engine.expectations import (
+from engine.errors import EngineValidationError
+from engine.expectations import (
     ExpectationSpec,
     Outcome,
     evaluate_expectation,
     expectation_spec,
 )
-from policies.engine.policy import CompiledPolicy, compile_policy
-from policies.engine.snapshot import Snapshot
+from engine.policy import CompiledPolicy, compile_policy
+from engine.snapshot import Snapshot
+from policies.compile import current_snapshot
 from policies.models import Expectation
 from policies.validation import clean_expectation
 
@@ -217,8 +217,8 @@ def broken_by_assignment(name: str, content: dict[str, Any] | None) -> list[dict
     specs = enabled_specs()
     if not specs:
         return []
+    from engine.sources import snapshot_from_sources
     from policies.compile import read_sources
-    from policies.engine.sources import snapshot_from_sources
 
     document = read_sources()
     before = snapshot_from_sources(document)

@@ -14,8 +14,8 @@ from django import forms
 
 from core.errors import ContentError, conflict_message
 from core.limits import MAX_NOTE_CHARS
+from engine import kinds
 from inventory.forms import add_content_errors
-from policies.engine import kinds
 from policies.expectations import broken_by_assignment
 from policies.formfields import ListTextField, MapTextField, RequirementsTextField
 from policies.models import FilterRule, LabelAssignment, Policy, WeightRule

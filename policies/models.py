@@ -11,8 +11,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from engine import kinds
 from inventory.models import Cluster
-from policies.engine import kinds
 
 
 class PolicyMode(models.TextChoices):
@@ -25,7 +25,7 @@ def _choices(values: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def kind_choices(role: str) -> list[tuple[str, str]]:
-    """The model choices of ``role``'s rule kinds, from the registry (policies.engine.kinds)."""
+    """The model choices of ``role``'s rule kinds, from the registry (engine.kinds)."""
     return [(kind.name, kind.label) for kind in kinds.kinds(role)]
 
 

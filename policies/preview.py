@@ -2,7 +2,7 @@
 label assignment (which nodes it matches and whose effective labels change).
 
 The API (``POST /api/v1/policies/preview/``) and the UI call this with the same body as a create
-or update; nothing is written. The judging is the engine's (``policies.engine.preview``) over
+or update; nothing is written. The judging is the engine's (``engine.preview``) over
 the node facts of the snapshot the extender serves, so the preview is what the extender would do.
 """
 
@@ -12,15 +12,15 @@ from dataclasses import asdict
 from typing import Any
 
 from core.errors import ContentError
+from engine import preview as engine
+from engine.facts import NodeFacts
+from engine.pods import PodFacts
+from engine.snapshot import ClusterSnapshot
+from engine.sources import assignment_spec_from_content
 from inventory.models import Cluster, Node
 from inventory.pod_queries import bound_pods, cluster_pods, pending_pods
 from policies.compile import current_snapshot
 from policies.content import label_assignment_content, policy_content
-from policies.engine import preview as engine
-from policies.engine.facts import NodeFacts
-from policies.engine.pods import PodFacts
-from policies.engine.snapshot import ClusterSnapshot
-from policies.engine.sources import assignment_spec_from_content
 from policies.expectations import broken_by
 from policies.models import LabelAssignment, Policy
 from policies.validation import clean_label_assignment, clean_policy

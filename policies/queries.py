@@ -7,11 +7,11 @@ from datetime import datetime
 
 from django.db.models import Q
 
+from engine.assignments import AssignmentSpec
+from engine.errors import EngineValidationError
+from engine.policy import compile_policy
+from engine.sources import assignment_spec_from_content
 from inventory.models import Cluster
-from policies.engine.assignments import AssignmentSpec
-from policies.engine.errors import EngineValidationError
-from policies.engine.policy import compile_policy
-from policies.engine.sources import assignment_spec_from_content
 from policies.models import LabelAssignment, PolicyVersion
 
 logger = logging.getLogger(__name__)

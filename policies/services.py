@@ -15,9 +15,9 @@ from django.db import transaction
 from core.audit import actor_name, record_change
 from core.errors import ContentError, VersionConflict
 from core.models import AuditAction
+from engine import kinds
 from inventory.models import Cluster
 from policies.content import label_assignment_content, policy_content
-from policies.engine import kinds
 from policies.expectations import guard_assignment_change, guard_policy_change
 from policies.models import (
     FilterRule,

@@ -1,6 +1,6 @@
 """What would happen to this pod: the extender's own decision, explained per node.
 
-A thin adapter: the verdicts and scores come from ``policies.engine.evaluate`` on the snapshot
+A thin adapter: the verdicts and scores come from ``engine.evaluate`` on the snapshot
 the extender serves (``policies.compile.current_snapshot``: the same revision, the same object
 where the extender runs in the process), through the same calls the extender's names mode
 makes (``ClusterEvaluator.active`` + ``table``, ``filter_names``, and scores over the nodes the
@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.errors import ContentError
+from engine.evaluate import ClusterEvaluator, PolicySetTable, evaluate_names
+from engine.labels import label_key_errors, label_value_errors
+from engine.pods import PodFacts, pod_facts_from_dict
+from engine.policy import CompiledPolicy
+from engine.snapshot import ClusterSnapshot, Snapshot
 from policies.compile import current_snapshot
-from policies.engine.evaluate import ClusterEvaluator, PolicySetTable, evaluate_names
-from policies.engine.labels import label_key_errors, label_value_errors
-from policies.engine.pods import PodFacts, pod_facts_from_dict
-from policies.engine.policy import CompiledPolicy
-from policies.engine.snapshot import ClusterSnapshot, Snapshot
 
 MAX_NODES = 20_000
 

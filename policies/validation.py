@@ -14,13 +14,13 @@ from typing import Any
 
 from core import limits
 from core.errors import ContentError
+from engine import kinds
+from engine.assignments import labels_errors, node_selector_from_dict
+from engine.errors import EngineValidationError
+from engine.expectations import KINDS as EXPECTATION_KINDS
+from engine.labels import dns1123_label_errors
+from engine.selectors import label_selector_from_dict
 from policies.content import ASSIGNMENT_FIELDS, POLICY_FIELDS
-from policies.engine import kinds
-from policies.engine.assignments import labels_errors, node_selector_from_dict
-from policies.engine.errors import EngineValidationError
-from policies.engine.expectations import KINDS as EXPECTATION_KINDS
-from policies.engine.labels import dns1123_label_errors
-from policies.engine.selectors import label_selector_from_dict
 
 POLICY_MODES = ("enforce", "dry-run")
 NAME_MAX = 100

@@ -19,14 +19,14 @@ from typing import Any
 
 from django.conf import settings
 
+from engine import admission as engine
+from engine.pods import PodFacts
+from engine.snapshot import ClusterSnapshot, Snapshot
 from extender import access
 from extender.admission import metrics
 from extender.admission.review import AdmissionRequest, ReviewError, decode, decode_object, encode
 from extender.admission.review import status as status_body
 from extender.holder import holder
-from policies.engine import admission as engine
-from policies.engine.pods import PodFacts
-from policies.engine.snapshot import ClusterSnapshot, Snapshot
 
 logger = logging.getLogger(__name__)
 

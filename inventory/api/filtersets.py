@@ -8,8 +8,8 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 from rest_framework.exceptions import ValidationError
 
+from engine.labels import label_key_errors, label_value_errors
 from inventory.models import Cluster, ClusterSource, Node, SyncState
-from policies.engine.labels import label_key_errors, label_value_errors
 
 
 class ClusterFilterSet(django_filters.FilterSet):

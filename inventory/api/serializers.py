@@ -13,6 +13,7 @@ from rest_framework import serializers
 
 from core.api.base import ContentSerializer, StrictSerializer, max_length_errors
 from core.errors import ContentError
+from engine.assignments import assigned_labels
 from inventory.models import (
     AdmissionMode,
     Cluster,
@@ -22,7 +23,6 @@ from inventory.models import (
     UnknownNodeAction,
 )
 from inventory.services import CLUSTER_FIELDS, clean_cluster, cluster_content
-from policies.engine.assignments import assigned_labels
 
 STRING_FIELDS = ("display_name", "description", "kubeconfig_path", "kubeconfig_context")
 INT_MAX = 2_147_483_647

@@ -17,10 +17,10 @@ from django.forms.utils import ErrorList
 from django.http import HttpRequest
 
 from core.errors import ContentError
+from engine import kinds
 from policies.admin.common import version_diff
 from policies.compile import current_snapshot
 from policies.content import policy_content
-from policies.engine import kinds
 from policies.forms import RuleInlineFormSet
 from policies.models import FilterRule, Policy
 from policies.preview import preview_policy

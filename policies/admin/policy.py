@@ -25,6 +25,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from core.admin import EMPTY, ServiceWriteMixin
+from engine.preview import enforcement
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
 from policies.admin.confirm import confirmation_page, confirmed, policy_changes
 from policies.admin.draft import (
@@ -38,7 +39,6 @@ from policies.admin.draft import (
 from policies.admin.yaml_editor import yaml_view
 from policies.compile import current_snapshot
 from policies.content import policy_content
-from policies.engine.preview import enforcement
 from policies.expectations import broken_by
 from policies.forms import FilterRuleForm, PolicyForm, RuleInlineFormSet, WeightRuleForm
 from policies.models import FilterRule, Policy, PolicyMode, PolicyVersion, WeightRule

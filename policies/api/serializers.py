@@ -13,11 +13,11 @@ from rest_framework import serializers
 
 from core.api.base import ContentSerializer, StrictSerializer, max_length_errors, user_name
 from core.errors import ContentError
+from engine import kinds
+from engine.selectors import NODE_OPERATORS as NODE_OPERATOR_NAMES
+from engine.selectors import POD_OPERATORS as POD_OPERATOR_NAMES
 from policies.api.diff import content_diff
 from policies.content import label_assignment_content, policy_content
-from policies.engine import kinds
-from policies.engine.selectors import NODE_OPERATORS as NODE_OPERATOR_NAMES
-from policies.engine.selectors import POD_OPERATORS as POD_OPERATOR_NAMES
 from policies.models import (
     CONDITION_STATUS_CHOICES,
     FILTER_KIND_CHOICES,

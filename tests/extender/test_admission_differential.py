@@ -21,14 +21,14 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from engine.pods import PodFacts
+from engine.podspec import pod_spec_facts
+from engine.policy import compile_policy
+from engine.snapshot import ClusterSettings, NodeRecord, build_snapshot_from
+from engine.sources import assignment_spec_from_content
 from extender.admission.handler import decide
 from extender.admission.review import decode
 from extender.verbs import VERBS
-from policies.engine.pods import PodFacts
-from policies.engine.podspec import pod_spec_facts
-from policies.engine.policy import compile_policy
-from policies.engine.snapshot import ClusterSettings, NodeRecord, build_snapshot_from
-from policies.engine.sources import assignment_spec_from_content
 from tests.extender.admission_support import pod, review
 
 KEYS = ["zone", "tier", "gen"]

@@ -319,7 +319,7 @@ def test_an_internal_error_is_500_and_counted(prod, monkeypatch) -> None:
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("policies.engine.admission.pod_patch", broken)
+    monkeypatch.setattr("engine.admission.pod_patch", broken)
     before = sample("admission_errors_total", {"cluster": "prod", "kind": "internal"})
     answer = call(URL, review(pod()))
     assert answer.status == 500

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-import policies.engine
+import engine
 from extender.holder import holder
 from policies.services import label_assignment_create, policy_create
 from tests.extender.extender_support import call, extender, reload
@@ -66,12 +66,8 @@ def test_no_database_queries_per_request(extender: None, monkeypatch: pytest.Mon
 
 
 def test_engine_imports_without_django() -> None:
-    modules = sorted(
-        f"policies.engine.{info.name}" for info in pkgutil.iter_modules(policies.engine.__path__)
-    )
-    assert {"policies.engine.evaluate", "policies.engine.rules", "policies.engine.pods"} <= set(
-        modules
-    )
+    modules = sorted(f"engine.{info.name}" for info in pkgutil.iter_modules(engine.__path__))
+    assert {"engine.evaluate", "engine.rules", "engine.pods"} <= set(modules)
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}:\n"

@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from core.revisions import bump_snapshot_revision, current_snapshot_revision
+from engine.pods import PodFacts
+from engine.snapshot import Snapshot
 from extender import persist
 from extender.holder import SnapshotHolder
 from inventory.models import Cluster
 from inventory.services import cluster_update
 from policies.compile import build_snapshot, read_sources
-from policies.engine.pods import PodFacts
-from policies.engine.snapshot import Snapshot
 from policies.models import LabelAssignment, Policy
 from policies.services import (
     label_assignment_update,

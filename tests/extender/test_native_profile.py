@@ -7,12 +7,12 @@ import random
 
 import pytest
 
+from engine.assignments import node_selector_from_dict
+from engine.evaluate import evaluate_pod
+from engine.facts import NodeFacts
+from engine.pods import PodFacts
+from engine.policy import compile_policy
 from extender.native_profile import native_profile
-from policies.engine.assignments import node_selector_from_dict
-from policies.engine.evaluate import evaluate_pod
-from policies.engine.facts import NodeFacts
-from policies.engine.pods import PodFacts
-from policies.engine.policy import compile_policy
 
 KEYS = ["zone", "tier", "gpu", "gen"]
 VALUES = ["a", "b", "c", "1", "2", "10"]

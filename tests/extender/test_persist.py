@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from core.revisions import bump_snapshot_revision
+from engine.evaluate import filter_names
+from engine.pods import PodFacts
 from extender import persist
 from extender.holder import SnapshotHolder
-from policies.engine.evaluate import filter_names
-from policies.engine.pods import PodFacts
 from policies.services import policy_create
 from tests.factories import load_nodes, make_cluster, node_object
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from engine.fit import FitNode, NodeUsage, basic_fit
+from engine.podspec import pod_spec_facts as spec_facts_of
 from inventory.models import Cluster
 from inventory.pod_queries import (
     pending_pods,
@@ -17,8 +19,6 @@ from inventory.pod_queries import (
 )
 from inventory.pod_records import pod_record
 from inventory.pod_services import pods_apply
-from policies.engine.fit import FitNode, NodeUsage, basic_fit
-from policies.engine.podspec import pod_spec_facts as spec_facts_of
 from tests.factories import make_cluster
 
 pytestmark = pytest.mark.django_db

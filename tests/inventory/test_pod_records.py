@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from engine.podspec import pod_requests
 from inventory.pod_records import decode_pod_list, pod_record
-from policies.engine.podspec import pod_requests
 from tests.support.pods import realistic_pod
 
 

@@ -20,10 +20,10 @@ import pytest
 from django.db.models import Q
 
 from core.errors import ContentError
-from policies.engine import kinds
-from policies.engine.checks import NAME_COLUMN, FilterCheck
-from policies.engine.errors import EngineValidationError
-from policies.engine.rules import compile_filter_rule
+from engine import kinds
+from engine.checks import NAME_COLUMN, FilterCheck
+from engine.errors import EngineValidationError
+from engine.rules import compile_filter_rule
 from policies.forms import FilterRuleForm, WeightRuleForm
 from policies.models import FilterRule, WeightRule, kind_fields_constraint
 from policies.validation import clean_filter_rule
@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 THROWAWAY_KIND = '''
 """name_prefix filter rules: the node name starts with a prefix (a test's throwaway kind)."""
 
-from policies.engine.checks import NAME_COLUMN, FilterCheck
-from policies.engine.kinds import FILTER, RuleKind, register
+from engine.checks import NAME_COLUMN, FilterCheck
+from engine.kinds import FILTER, RuleKind, register
 
 
 def clean(rule):
@@ -71,7 +71,7 @@ register(
 PROBE = """
 import io, json, sys
 sys.path.insert(0, sys.argv[1])
-import policies.engine.kinds
+import engine.kinds
 import throwaway_kind  # registers name_prefix before any model, form or serializer exists
 
 import django
@@ -81,10 +81,10 @@ from django.core.management import call_command
 from drf_spectacular.generators import SchemaGenerator
 
 from policies.api.serializers import FilterRuleSerializer
-from policies.engine.evaluate import evaluate_pod
-from policies.engine.facts import NodeFacts
-from policies.engine.pods import PodFacts
-from policies.engine.policy import compile_policy
+from engine.evaluate import evaluate_pod
+from engine.facts import NodeFacts
+from engine.pods import PodFacts
+from engine.policy import compile_policy
 from policies.forms import FilterRuleForm
 from policies.validation import clean_policy
 

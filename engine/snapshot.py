@@ -1,0 +1,267 @@
+"""The immutable snapshot every extender process decides from.
+
+Plain data only: ``policies.compile`` reads the database and calls ``build_snapshot_from``;
+nothing here touches Django, so a snapshot can also be built from fixtures or a file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from engine.assignments import AssignmentSpec
+from engine.evaluate import ClusterEvaluator
+from engine.facts import NodeFacts, node_facts
+from engine.placement import unpushed_keys
+from engine.policy import CompiledPolicy
+
+# Full-mode node facts cached per (name, resourceVersion); beyond this the cache starts over.
+MAX_CACHED_NODE_OBJECTS = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """The cluster fields the extender needs."""
+
+    name: str
+    unknown_node_action: str = "deny"
+    bind_enabled: bool = False
+    is_default: bool = False
+    last_success_at: float | None = None  # time.time() of the last successful inventory sync
+    sync_state: str = "never"
+    # The admission webhook (docs/admission.md): off, annotate or mutate, and the namespaces
+    # whose pods it never touches.
+    admission: str = "off"
+    admission_excluded_namespaces: Sequence[str] = ("kube-system",)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInputs:
+    """What a cluster was built from, as revision counters (core.revisions).
+
+    ``facts``: the counters of what its nodes are judged as (nodes, label assignments,
+    settings); ``policies``: those of its policies. A later build with equal counters reuses
+    the cluster whole; with equal ``facts`` only, it reuses the judged node facts and judges
+    the new policies' rules over them.
+    """
+
+    facts: tuple[int, ...]
+    policies: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ClusterSnapshot:
+    """One cluster: its settings, the policies that apply to it, its judged inventory."""
+
+    name: str
+    unknown_node_action: str
+    bind_enabled: bool
+    is_default: bool
+    last_success_at: float | None
+    sync_state: str
+    assignments: tuple[AssignmentSpec, ...]
+    evaluator: ClusterEvaluator
+    # Node name -> the JSON of a HostPriority up to its score, so prioritize replies are joined
+    # from ready-made bytes.
+    host_prefixes: dict[str, bytes] = field(default_factory=dict)
+    # Full mode: facts of request node objects by (name, resourceVersion).
+    node_object_facts: dict[tuple[str, str], NodeFacts] = field(default_factory=dict)
+    # The inventory's facts (effective labels included), for previews of unsaved policies.
+    facts: tuple[NodeFacts, ...] = ()
+    admission: str = "off"
+    admission_excluded_namespaces: frozenset[str] = frozenset({"kube-system"})
+    # Label keys that label assignments set and some node does not carry (placement).
+    unpushed_keys: frozenset[str] = frozenset()
+    # The admission webhook's plans, per set of policies a pod selects (extender.admission).
+    admission_plans: dict[tuple[int, ...], Any] = field(default_factory=dict)
+    # What the cluster was built from (None: unknown, never reused).
+    inputs: ClusterInputs | None = None
+
+    @property
+    def policies(self) -> tuple[CompiledPolicy, ...]:
+        return self.evaluator.policies
+
+    @property
+    def node_count(self) -> int:
+        return len(self.evaluator.nodes)
+
+    @property
+    def inventory_age_seconds(self) -> float | None:
+        """Seconds since the last successful inventory sync, None when never synced."""
+        if self.last_success_at is None:
+            return None
+        return max(0.0, time.time() - self.last_success_at)
+
+    def remember_node_object(self, key: tuple[str, str], facts: NodeFacts) -> None:
+        if len(self.node_object_facts) >= MAX_CACHED_NODE_OBJECTS:
+            self.node_object_facts.clear()
+        self.node_object_facts[key] = facts
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Snapshot:
+    """Everything a decision needs, for every cluster, at one snapshot revision."""
+
+    revision: int
+    built_at: float
+    clusters: dict[str, ClusterSnapshot]
+    default_cluster: str | None
+    policies: tuple[CompiledPolicy, ...] = ()
+    # Stored objects that could not be compiled (they are left out, and said so here).
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A stored node as the snapshot builder reads it."""
+
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    conditions: Sequence[Mapping[str, Any]] | Mapping[str, str]
+
+
+class MissingClusterSources(ValueError):
+    """A cluster to be reused has no reusable build: its nodes must be read (a full build)."""
+
+
+def build_cluster_snapshot(
+    cluster: ClusterSettings,
+    nodes: Iterable[NodeRecord],
+    policies: Sequence[CompiledPolicy],
+    assignments: Sequence[tuple[str | None, AssignmentSpec]],
+    inputs: ClusterInputs | None = None,
+) -> ClusterSnapshot:
+    """Judge every rule of the policies that apply to ``cluster`` over its inventory.
+
+    ``assignments`` pairs each enabled assignment with its cluster (None = every cluster).
+    """
+    specs = tuple(spec for scope, spec in assignments if scope is None or scope == cluster.name)
+    nodes = list(nodes)
+    facts = [
+        node_facts(
+            sys.intern(node.name),
+            labels=node.labels,
+            allocatable=node.allocatable,
+            conditions=node.conditions,
+            assignments=specs,
+        )
+        for node in nodes
+    ]
+    applicable = [p for p in policies if p.applies_to_cluster(cluster.name)]
+    evaluator = ClusterEvaluator(applicable, facts)
+    prefixes = {name: _host_prefix(name) for name in evaluator.nodes.names}
+    return ClusterSnapshot(
+        name=cluster.name,
+        unknown_node_action=cluster.unknown_node_action,
+        bind_enabled=cluster.bind_enabled,
+        is_default=cluster.is_default,
+        last_success_at=cluster.last_success_at,
+        sync_state=cluster.sync_state,
+        assignments=specs,
+        evaluator=evaluator,
+        host_prefixes=prefixes,
+        facts=tuple(facts),
+        admission=cluster.admission,
+        admission_excluded_namespaces=frozenset(cluster.admission_excluded_namespaces),
+        unpushed_keys=(
+            unpushed_keys(
+                (node.labels, fact.labels) for node, fact in zip(nodes, facts, strict=True)
+            )
+            if specs
+            else frozenset()
+        ),
+        inputs=inputs,
+    )
+
+
+def reuse_cluster_snapshot(
+    built: ClusterSnapshot,
+    cluster: ClusterSettings,
+    policies: Sequence[CompiledPolicy],
+    inputs: ClusterInputs,
+) -> ClusterSnapshot:
+    """``built`` under ``cluster``'s current settings, its rules judged again when its policies
+    moved (``inputs.policies``); ``built.inputs.facts`` must equal ``inputs.facts``.
+
+    The settings (sync state and time, default, unknown-node action, bind) are read on every
+    build and never judged into the evaluator, so they are taken fresh. The judged node facts,
+    the reply prefixes and the full-mode facts cache are shared with ``built``; the evaluator
+    too when the policies did not move.
+    """
+    evaluator = built.evaluator
+    if built.inputs is None or built.inputs.policies != inputs.policies:
+        applicable = [p for p in policies if p.applies_to_cluster(cluster.name)]
+        evaluator = ClusterEvaluator(applicable, built.facts)
+    return replace(
+        built,
+        unknown_node_action=cluster.unknown_node_action,
+        bind_enabled=cluster.bind_enabled,
+        is_default=cluster.is_default,
+        last_success_at=cluster.last_success_at,
+        sync_state=cluster.sync_state,
+        evaluator=evaluator,
+        inputs=inputs,
+        admission=cluster.admission,
+        admission_excluded_namespaces=frozenset(cluster.admission_excluded_namespaces),
+        # The webhook's plans are per set of policies: judged again, planned again.
+        admission_plans=(built.admission_plans if evaluator is built.evaluator else {}),
+    )
+
+
+def _host_prefix(name: str) -> bytes:
+    # json.dumps escapes like orjson for the characters node names can hold; both are valid.
+    return b'{"Host":' + json.dumps(name, ensure_ascii=False).encode() + b',"Score":'
+
+
+def build_snapshot_from(
+    *,
+    revision: int,
+    clusters: Sequence[ClusterSettings],
+    nodes_by_cluster: Mapping[str, Iterable[NodeRecord]],
+    policies: Sequence[CompiledPolicy],
+    assignments: Sequence[tuple[str | None, AssignmentSpec]],
+    problems: Sequence[str] = (),
+    built_at: float | None = None,
+    inputs: Mapping[str, ClusterInputs] | None = None,
+    previous: Snapshot | None = None,
+) -> Snapshot:
+    """Build a Snapshot from plain data, dated ``built_at`` (default: now).
+
+    ``inputs`` gives each cluster's revision counters. A cluster missing from
+    ``nodes_by_cluster`` is taken from ``previous`` when its node facts were judged at the same
+    counters (:func:`reuse_cluster_snapshot`); otherwise :class:`MissingClusterSources` is
+    raised. Every other cluster is built from its nodes.
+    """
+    inputs = inputs or {}
+    built: dict[str, ClusterSnapshot] = {}
+    for c in clusters:
+        key = inputs.get(c.name)
+        nodes = nodes_by_cluster.get(c.name)
+        if nodes is not None:
+            built[c.name] = build_cluster_snapshot(c, nodes, policies, assignments, key)
+            continue
+        earlier = previous.clusters.get(c.name) if previous is not None else None
+        if (
+            key is None
+            or earlier is None
+            or earlier.inputs is None
+            or earlier.inputs.facts != key.facts
+        ):
+            raise MissingClusterSources(
+                f"no nodes read for cluster {c.name!r} and no reusable build"
+            )
+        built[c.name] = reuse_cluster_snapshot(earlier, c, policies, key)
+    default = next((c.name for c in clusters if c.is_default), None)
+    return Snapshot(
+        revision=revision,
+        built_at=time.time() if built_at is None else built_at,
+        clusters=built,
+        default_cluster=default,
+        policies=tuple(policies),
+        problems=tuple(problems),
+    )

@@ -1,0 +1,130 @@
+"""What a snapshot is built from, as one plain JSON-ready document.
+
+``policies.compile.read_sources`` fills it from the database in one consistent read;
+``snapshot_from_sources`` turns it into a Snapshot. Extender processes keep the last document
+they built from on local disk, so a process that starts while the database is unreachable
+still serves the last known policies (docs/adr/0005-extender-server.md).
+
+The document holds stored content, not compiled objects: compiling is deterministic, and a
+file written by one release is rebuilt by the next with that release's engine.
+
+A document may hold the nodes of only some clusters: ``inputs`` gives each cluster's revision
+counters (core.revisions; ``{"facts": [...], "policies": [...]}``), and a cluster whose nodes
+were not read is reused from the previous snapshot, whose node facts must have been judged at
+the same ``facts`` counters. Policies and label assignments are always whole (they are few,
+and small to read and compile).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from engine.assignments import AssignmentSpec, node_selector_from_dict
+from engine.errors import EngineValidationError
+from engine.policy import CompiledPolicy, compile_policy
+from engine.snapshot import (
+    ClusterInputs,
+    ClusterSettings,
+    NodeRecord,
+    Snapshot,
+    build_snapshot_from,
+)
+
+logger = logging.getLogger(__name__)
+
+# Bumped when the document's shape changes; a file of another format is ignored, not misread.
+FORMAT = 2
+
+
+def sources_document(
+    *,
+    revision: int,
+    read_at: float,
+    clusters: list[ClusterSettings],
+    nodes: Mapping[str, list[NodeRecord]],
+    policies: list[tuple[dict[str, Any], int]],
+    assignments: list[tuple[str | None, dict[str, Any]]],
+    inputs: Mapping[str, ClusterInputs] | None = None,
+) -> dict[str, Any]:
+    """The document for one consistent read (``policies``: (content, version) pairs;
+    ``nodes``: every cluster whose nodes were read, an empty list for one without nodes;
+    ``inputs``: each cluster's revision counters)."""
+    return {
+        "format": FORMAT,
+        "revision": revision,
+        "read_at": read_at,
+        "clusters": [asdict(cluster) for cluster in clusters],
+        "inputs": {
+            name: {"facts": list(key.facts), "policies": list(key.policies)}
+            for name, key in (inputs or {}).items()
+        },
+        "nodes": {
+            cluster: [
+                [node.name, dict(node.labels), dict(node.allocatable), node.conditions]
+                for node in records
+            ]
+            for cluster, records in nodes.items()
+        },
+        "policies": [[content, version] for content, version in policies],
+        "assignments": [[scope, content] for scope, content in assignments],
+    }
+
+
+def snapshot_from_sources(
+    document: Mapping[str, Any],
+    *,
+    built_at: float | None = None,
+    previous: Snapshot | None = None,
+) -> Snapshot:
+    """Compile a sources document into a Snapshot.
+
+    A policy or assignment that does not compile (a validator became stricter since it was
+    stored) is left out and named in ``Snapshot.problems`` rather than half-applied.
+    ``built_at`` dates the snapshot (default: now); a snapshot rebuilt from a file on disk is
+    dated by the read it came from, so its age is honest. Clusters whose nodes the document
+    lacks are reused from ``previous`` (``MissingClusterSources`` when they cannot be).
+    """
+    if document.get("format") != FORMAT:
+        raise ValueError(f"unsupported snapshot sources format {document.get('format')!r}")
+    problems: list[str] = []
+    compiled: list[CompiledPolicy] = []
+    for content, version in document["policies"]:
+        try:
+            compiled.append(compile_policy(content, version=version))
+        except EngineValidationError as exc:
+            problems.append(f"policy {content.get('name')}: {exc}")
+            logger.error("policy %s left out of the snapshot: %s", content.get("name"), exc)
+    assignments: list[tuple[str | None, AssignmentSpec]] = []
+    for scope, content in document["assignments"]:
+        try:
+            assignments.append((scope, assignment_spec_from_content(content)))
+        except EngineValidationError as exc:
+            problems.append(f"label assignment {content.get('name')}: {exc}")
+            logger.error("label assignment %s left out: %s", content.get("name"), exc)
+    return build_snapshot_from(
+        revision=document["revision"],
+        clusters=[ClusterSettings(**cluster) for cluster in document["clusters"]],
+        nodes_by_cluster={
+            cluster: [NodeRecord(*row) for row in rows]
+            for cluster, rows in document["nodes"].items()
+        },
+        policies=compiled,
+        assignments=assignments,
+        problems=problems,
+        built_at=built_at,
+        inputs={
+            name: ClusterInputs(tuple(key["facts"]), tuple(key["policies"]))
+            for name, key in document.get("inputs", {}).items()
+        },
+        previous=previous,
+    )
+
+
+def assignment_spec_from_content(content: Mapping[str, Any]) -> AssignmentSpec:
+    """The engine's view of a label assignment's stored content; EngineValidationError if bad."""
+    selector = node_selector_from_dict(content.get("node_selector") or {}, path="node_selector")
+    labels = tuple(sorted((content.get("labels") or {}).items()))
+    return AssignmentSpec(content["name"], content.get("priority", 0), selector, labels)

@@ -1,0 +1,118 @@
+"""kube-scheduler's own checks for the explain page: the engine's basic fit over the inventory.
+
+The portal's policies are not the only thing that keeps a pod off a node: kube-scheduler's
+filter plugins (taints, node selection, resources, cordons) run before it calls the extender.
+This adapter reads what they judge of each node from the inventory and asks
+``policies.engine.fit`` — the one judge of that fit — for kube-scheduler's reasons, so the
+page can say "kube-scheduler would also reject: 3 node(s) had untolerated taint(s)" next to,
+not inside, the portal's verdict.
+
+What the portal does not know, it says: the pods already on each node are not in the inventory
+(``node_usage`` is the seam where they come in), so requests are compared with allocatable as
+if the node were empty, and nothing that needs the rest of the cluster is judged
+(``fit.NOT_JUDGED``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from inventory.models import Node
+from policies.engine import fit
+from policies.engine.podspec import pod_spec_facts, taints_from
+
+# Above this many nodes the page judges the first ones only (the portal's verdict still covers
+# every node); one read of this many rows is what a person waiting for a page can afford.
+MAX_JUDGED = 20_000
+
+
+@dataclass
+class FitReport:
+    """kube-scheduler's basic fit of one pod over some nodes of a cluster."""
+
+    # node name -> None (fits) or why not; nodes the inventory does not hold are absent.
+    verdicts: dict[str, fit.FitDetail | None] = field(default_factory=dict)
+    # Whether the pods already on each node were counted (requests, host ports, pod count).
+    usage_counted: bool = False
+    has_spec: bool = False
+    requests: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def rejected(self) -> dict[str, fit.FitDetail]:
+        return {name: detail for name, detail in self.verdicts.items() if detail is not None}
+
+    def by_reason(self) -> list[tuple[str, int, list[str]]]:
+        """(kube-scheduler's reason, nodes, the distinct details behind it), largest first."""
+        counts: Counter[str] = Counter()
+        details: dict[str, dict[str, None]] = {}
+        for detail in self.rejected.values():
+            for reason in detail.reasons:
+                counts[reason] += 1
+                details.setdefault(reason, {})[detail.detail] = None
+        return [
+            (reason, count, list(details[reason])[:5])
+            for reason, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        ]
+
+
+def fit_nodes(cluster: str, names: Iterable[str]) -> dict[str, fit.FitNode]:
+    """What the basic fit reads of each named node, from the inventory (observed labels: node
+    affinity never sees labels the portal assigns but has not pushed)."""
+    wanted = list(dict.fromkeys(names))[:MAX_JUDGED]
+    rows = (
+        Node.objects.filter(cluster__name=cluster, name__in=wanted)
+        .values_list("name", "labels", "taints", "unschedulable", "ready", "allocatable_parsed")
+        .iterator(chunk_size=2000)
+    )
+    out = {}
+    for name, labels, taints, unschedulable, ready, allocatable in rows:
+        out[name] = fit.FitNode(
+            name=name,
+            labels=labels if isinstance(labels, dict) else {},
+            taints=taints_from(taints),
+            unschedulable=bool(unschedulable),
+            ready=bool(ready),
+            allocatable={
+                key: value
+                for key, value in (allocatable or {}).items()
+                if isinstance(value, int) and not isinstance(value, bool)
+            },
+        )
+    return out
+
+
+def node_usage(cluster: str, names: Iterable[str]) -> dict[str, fit.NodeUsage] | None:
+    """What the pods already on each node hold of it, or None while the portal does not know.
+
+    The seam for the pod inventory: once it lists the pods bound to each node, this returns
+    their usage and the page stops saying that they are not counted."""
+    return None
+
+
+def judge(pod: Any, cluster: str, names: Iterable[str]) -> FitReport:
+    """The basic fit of ``pod`` (a v1 Pod dict) on each named node of ``cluster``."""
+    spec = pod_spec_facts(pod)
+    names = list(names)
+    nodes = fit_nodes(cluster, names)
+    usage = node_usage(cluster, nodes)
+    report = FitReport(
+        usage_counted=usage is not None,
+        has_spec=_has_spec(pod),
+        requests=dict(spec.requests),
+    )
+    for name in names:
+        node = nodes.get(name)
+        if node is not None:
+            # Without usage the node is judged as empty: requests against allocatable, no host
+            # port taken, no pod counted (the page says so).
+            report.verdicts[name] = fit.basic_fit(
+                spec, node, None if usage is None else usage.get(name)
+            )
+    return report
+
+
+def _has_spec(pod: Any) -> bool:
+    return isinstance(pod, Mapping) and isinstance(pod.get("spec"), Mapping) and bool(pod["spec"])

@@ -16,6 +16,7 @@ from inventory.models import Cluster, Node
 from policies.compile import current_snapshot
 from policies.content import label_assignment_content, policy_content
 from policies.engine import preview as engine
+from policies.engine.assignment_checks import assignment_warnings
 from policies.engine.facts import NodeFacts
 from policies.engine.sources import assignment_spec_from_content
 from policies.expectations import broken_by
@@ -89,8 +90,10 @@ def preview_label_assignment(data: Any) -> dict[str, Any]:
         for row in LabelAssignment.objects.filter(enabled=True).select_related("cluster")
         if row.name != content["name"]
     ]
+    selector = assignment_spec_from_content(content).selector
     draft = assignment_spec_from_content(content) if content["enabled"] else None
     result = []
+    scoped: list[tuple[str, dict]] = []
     for cluster in clusters:
 
         def applies(scope: str | None, name: str = cluster.name) -> bool:
@@ -116,4 +119,12 @@ def preview_label_assignment(data: Any) -> dict[str, Any]:
         ]
         impact = engine.assignment_impact(draft, saved, specs, nodes)
         result.append({"cluster": cluster.name, **asdict(impact)})
-    return {"name": content["name"], "saved": saved_content is not None, "clusters": result}
+        scoped.extend(nodes)
+    where = f" of cluster {content['cluster']}" if content["cluster"] else ""
+    return {
+        "name": content["name"],
+        "saved": saved_content is not None,
+        "clusters": result,
+        # A typo in the selector, or a selector that labels nothing: held until confirmed.
+        "warnings": [asdict(w) for w in assignment_warnings(selector, scoped, where=where)],
+    }

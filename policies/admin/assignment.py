@@ -74,7 +74,7 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
             },
         ),
         ("Nodes it labels", {"fields": ("node_names", "node_expressions", "labels")}),
-        ("Change note", {"fields": ("change_note", "confirm_expectations")}),
+        ("Change note", {"fields": ("change_note",)}),
         ("History", {"fields": (*HISTORY_FIELDS, "versions_link"), "classes": ("collapse",)}),
     )
 
@@ -104,6 +104,16 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
     @admin.display(description="node selector")
     def selector_display(self, obj: LabelAssignment) -> str:
         return selector_summary(obj.node_selector)
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict, *args: Any, **kwargs: Any
+    ) -> Any:
+        # A held save shows its label preview, warnings and the "Save anyway" box.
+        adminform = context.get("adminform")
+        context["draft_report"] = (
+            getattr(adminform.form, "draft_report", None) if adminform else None
+        )
+        return super().render_change_form(request, context, *args, **kwargs)
 
     def get_urls(self) -> list:
         view = self.admin_site.admin_view(self.preview_view)
@@ -139,7 +149,8 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
     ) -> None:
         data = LabelAssignmentForm.service_data(form.cleaned_data)
         note = form.cleaned_data.get("change_note") or ""
-        force = bool(form.cleaned_data.get("confirm_expectations"))
+        # Warnings and broken expectations held the save until "Save anyway" (the form).
+        force = bool(form.cleaned_data.get("confirm_warnings"))
         if change:
             saved = label_assignment_update(
                 actor=request.user,

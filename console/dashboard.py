@@ -254,7 +254,7 @@ def _assignment_problems(nodes: NodesByCluster) -> list[Problem]:
     """Enabled label assignments whose selector has a typo or labels no node: the checks the
     editor holds a save for (policies.engine.assignment_checks), on what is saved."""
     every_node = [node for members in nodes.values() for node in members]
-    found = []
+    found: list[Problem] = []
     assignments = LabelAssignment.objects.filter(enabled=True).select_related("cluster")
     for assignment in assignments.order_by("name"):
         scope = nodes.get(assignment.cluster_id, []) if assignment.cluster_id else every_node

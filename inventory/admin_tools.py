@@ -76,7 +76,11 @@ class ClusterAdminExtras(admin.ModelAdmin):
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         fieldsets = list(super().get_fieldsets(request, obj))
         if obj is not None:
-            fieldsets.append(("Inventory", {"fields": self.INVENTORY_FIELDS}))
+            fields = self.INVENTORY_FIELDS
+            if not self.has_change_permission(request, obj):
+                # The upload needs the change permission: no button that ends in a 403.
+                fields = tuple(f for f in fields if f != "inventory_tools")
+            fieldsets.append(("Inventory", {"fields": fields}))
         return fieldsets
 
     def get_list_display(self, request: HttpRequest) -> Any:

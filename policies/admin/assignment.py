@@ -18,6 +18,16 @@ from django.utils.safestring import SafeString
 from core.admin import ServiceWriteMixin, labels_text
 from core.errors import ContentError, ExpectationsBroken
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
+from policies.admin.readonly import (
+    ViewOnlyFields,
+    can_edit,
+    display,
+    label_lines,
+    lines,
+    requirement_lines,
+    scope,
+)
+from policies.content import label_assignment_content
 from policies.forms import LabelAssignmentForm
 from policies.models import LabelAssignment
 from policies.preview import preview_label_assignment
@@ -43,9 +53,25 @@ def selector_summary(selector: dict) -> str:
 
 
 @admin.register(LabelAssignment)
-class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
+class LabelAssignmentAdmin(ServiceWriteMixin, ViewOnlyFields, admin.ModelAdmin):
     form = LabelAssignmentForm
     conflict_subject = "label assignment"
+    # For those who may only view: the stored selector and labels, not the editor's fields.
+    view_fields = {
+        "cluster": "cluster_shown",
+        "node_names": "node_names_shown",
+        "node_expressions": "node_expressions_shown",
+        "labels": "labels_shown",
+    }
+    cluster_shown = display("cluster", scope)
+    node_names_shown = display(
+        "node names", lambda a: lines(a.node_selector.get("node_names") or [], "any name")
+    )
+    node_expressions_shown = display(
+        "node label expressions",
+        lambda a: requirement_lines(a.node_selector.get("match_expressions"), "none"),
+    )
+    labels_shown = display("labels", lambda a: label_lines(a.labels, "none"))
     list_display = (
         "name",
         "cluster_name",
@@ -113,6 +139,12 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
         context["draft_report"] = (
             getattr(adminform.form, "draft_report", None) if adminform else None
         )
+        original = context.get("original")
+        context["can_edit"] = can_edit(self, request, original)
+        if not context["can_edit"] and original is not None:
+            # Nothing to preview: which nodes the saved assignment labels now.
+            context["draft_report"] = preview_label_assignment(label_assignment_content(original))
+            context["preview_title"] = "What it does now"
         return super().render_change_form(request, context, *args, **kwargs)
 
     def get_urls(self) -> list:

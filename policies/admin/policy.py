@@ -33,7 +33,19 @@ from policies.admin.draft import (
     draft_report,
     editor_hints,
 )
+from policies.admin.readonly import (
+    FilterRuleTable,
+    ViewOnlyFields,
+    WeightRuleTable,
+    can_edit,
+    display,
+    label_lines,
+    lines,
+    requirement_lines,
+    scope,
+)
 from policies.admin.yaml_editor import yaml_view
+from policies.content import policy_content
 from policies.expectations import broken_by
 from policies.forms import FilterRuleForm, PolicyForm, RuleInlineFormSet, WeightRuleForm
 from policies.models import FilterRule, Policy, PolicyMode, PolicyVersion, WeightRule
@@ -97,10 +109,28 @@ class WeightRuleInline(RuleInline):
 
 
 @admin.register(Policy)
-class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
+class PolicyAdmin(ServiceWriteMixin, ViewOnlyFields, admin.ModelAdmin):
     form = PolicyForm
     conflict_subject = "policy"
     inlines = (FilterRuleInline, WeightRuleInline)
+    # For those who may only view: the stored selector, not the editor's empty fields.
+    view_fields = {
+        "cluster": "cluster_shown",
+        "namespaces": "namespaces_shown",
+        "pod_labels": "pod_labels_shown",
+        "pod_expressions": "pod_expressions_shown",
+    }
+    cluster_shown = display("cluster", scope)
+    namespaces_shown = display(
+        "namespaces", lambda p: lines(p.pod_selector.get("namespaces") or [], "every namespace")
+    )
+    pod_labels_shown = display(
+        "pod labels", lambda p: label_lines(p.pod_selector.get("match_labels"), "any labels")
+    )
+    pod_expressions_shown = display(
+        "pod label expressions",
+        lambda p: requirement_lines(p.pod_selector.get("match_expressions"), "none"),
+    )
     list_display = (
         "name",
         "cluster_name",
@@ -154,6 +184,11 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
                 weight_total=Count("weight_rules", distinct=True),
             )
         )
+
+    def get_inlines(self, request: HttpRequest, obj: Policy | None) -> Any:
+        if obj is not None and not can_edit(self, request, obj):
+            return (FilterRuleTable, WeightRuleTable)
+        return super().get_inlines(request, obj)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Policy | None = None) -> list[str]:
         return [
@@ -212,7 +247,16 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
         self, request: HttpRequest, context: dict, *args: Any, **kwargs: Any
     ) -> Any:
         check = getattr(request, "portal_draft_check", None)
+        original = context.get("original")
+        context["can_edit"] = can_edit(self, request, original)
         context["draft_report"] = check.report if check else None
+        if not context["can_edit"] and original is not None:
+            # Nothing to preview: what the saved policy does now, for the same pod.
+            report = draft_report(dict(policy_content(original)), None)
+            for cluster in report["clusters"]:
+                cluster.pop("change", None)  # compared with itself: nothing to say
+            context["draft_report"] = report
+            context["preview_title"] = "What it does now"
         context["draft_hold"] = check.non_form_errors() if check else None
         context["confirm_field"] = CONFIRM_FIELD
         context["preview_button"] = PREVIEW_BUTTON

@@ -39,9 +39,12 @@ def suggestions(word: str, candidates: Iterable[str], n: int = MAX_SUGGESTIONS) 
     ranked: list[str] = []
 
     def take(found: Iterable[str]) -> None:
-        for candidate in sorted(found, key=lambda c: (len(c), c)):
+        for candidate in found:
             if candidate not in ranked:
                 ranked.append(candidate)
+
+    def shortest_first(found: Iterable[str]) -> list[str]:
+        return sorted(found, key=lambda c: (len(c), c))
 
     if lowered:
         # The other way round too (``A100-SXM4-40GB-x`` -> ``A100-SXM4-40GB``), but not for
@@ -50,11 +53,14 @@ def suggestions(word: str, candidates: Iterable[str], n: int = MAX_SUGGESTIONS) 
             return len(c) >= MIN_CONTAINED and c.lower() in lowered
 
         take(
-            c
-            for c in pool
-            if c.lower().startswith(lowered) or (within(c) and lowered.startswith(c.lower()))
+            shortest_first(
+                c
+                for c in pool
+                if c.lower().startswith(lowered) or (within(c) and lowered.startswith(c.lower()))
+            )
         )
-        take(c for c in pool if lowered in c.lower() or within(c))
+        take(shortest_first(c for c in pool if lowered in c.lower() or within(c)))
+    # Most similar first, as difflib ranks them.
     take(difflib.get_close_matches(word, pool, n=n, cutoff=0.6))
     return ranked[:n]
 

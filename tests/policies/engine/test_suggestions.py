@@ -67,3 +67,8 @@ def test_an_unknown_value_warning_suggests_the_prefix_and_lists_the_values() -> 
         "No node has nvidia.com/gpu.product=A100; did you mean A100-SXM4-40GB? "
         "Values on the nodes: A10G, A100-SXM4-40GB."
     )
+
+
+def test_edit_distance_keeps_the_most_similar_first() -> None:
+    keys = ["nvidia.com/gpu.count", "nvidia.com/gpu.product", "kubernetes.io/os"]
+    assert suggestions("nvidia.com/gpu.prodcut", keys)[0] == "nvidia.com/gpu.product"

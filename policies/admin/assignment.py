@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import urlencode
 
@@ -16,8 +17,9 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core.admin import ServiceWriteMixin, labels_text
-from core.errors import ContentError, ExpectationsBroken
+from core.errors import ContentError
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
+from policies.admin.confirm import assignment_item, confirmation_page, confirmed
 from policies.admin.readonly import (
     ViewOnlyFields,
     can_edit,
@@ -36,6 +38,11 @@ from policies.services import (
     label_assignment_delete,
     label_assignment_set_enabled,
     label_assignment_update,
+)
+
+KEPT_VERSIONS = (
+    "A deleted label assignment's versions stay (Label assignment versions, by name), with "
+    "the content to create it again; the audit log records who deleted it."
 )
 
 
@@ -85,7 +92,7 @@ class LabelAssignmentAdmin(ServiceWriteMixin, ViewOnlyFields, admin.ModelAdmin):
     list_filter = ("cluster", "enabled")
     list_select_related = ("cluster",)
     search_fields = ("name", "description")
-    actions = ("enable_assignments", "disable_assignments")
+    actions = ("delete_selected", "enable_assignments", "disable_assignments")
     fieldsets = (
         (
             None,
@@ -204,33 +211,100 @@ class LabelAssignmentAdmin(ServiceWriteMixin, ViewOnlyFields, admin.ModelAdmin):
         for assignment in queryset:
             label_assignment_delete(actor=request.user, assignment=assignment, force=True)
 
-    def _set_enabled(
-        self, request: HttpRequest, queryset: QuerySet[LabelAssignment], enabled: bool
-    ) -> None:
-        changed = 0
+    def render_delete_form(self, request: HttpRequest, context: dict) -> HttpResponse:
+        # Shown before the delete: the nodes it labels now, the effective labels that change
+        # and the expectations that break once it is gone.
+        obj = context.get("object")
+        if isinstance(obj, LabelAssignment):
+            context["delete_item"] = assignment_item(obj, None)
+            context["restorable"] = KEPT_VERSIONS
+        return super().render_delete_form(request, context)
+
+    # Actions: shown first on the confirmation page (policies/admin/confirm.py), then one
+    # service call per assignment, so each change is versioned and audited.
+
+    def _confirm_then_apply(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[LabelAssignment],
+        *,
+        action: str,
+        title: str,
+        after: Callable[[dict], dict | None],
+        apply: Callable[[LabelAssignment], Any],
+        done: str,
+        note: str = "",
+    ) -> TemplateResponse | None:
+        if not confirmed(request):
+            items = [assignment_item(a, after(dict(label_assignment_content(a)))) for a in queryset]
+            return confirmation_page(
+                self,
+                request,
+                title=title,
+                action=action,
+                selected=queryset,
+                items=items,
+                button=f"Yes, {title[0].lower()}{title[1:]}",
+                note=note,
+            )
+        names = []
         for assignment in queryset:
-            try:
-                saved = label_assignment_set_enabled(
-                    actor=request.user, assignment=assignment, enabled=enabled
-                )
-            except ExpectationsBroken as exc:
-                # No confirmation step here: edit the assignment to confirm such a change.
-                self.message_user(request, f"{assignment.name} not changed: {exc}", messages.ERROR)
-                continue
-            changed += saved.version != assignment.version
-        done = "enabled" if enabled else "disabled"
+            if apply(assignment) is not False:
+                names.append(assignment.name)
         self.message_user(
             request,
-            f"{plural(changed, 'label assignment', 'label assignments')} {done}.",
+            f"{plural(len(names), 'label assignment', 'label assignments')} {done}"
+            + (f": {', '.join(sorted(names))}." if names else "."),
             messages.SUCCESS,
+        )
+        return None
+
+    def _set_enabled(
+        self, request: HttpRequest, queryset: QuerySet[LabelAssignment], enabled: bool
+    ) -> TemplateResponse | None:
+        def apply(assignment: LabelAssignment) -> bool:
+            saved = label_assignment_set_enabled(
+                actor=request.user, assignment=assignment, enabled=enabled, force=True
+            )
+            return saved.version != assignment.version
+
+        word = "Enable" if enabled else "Disable"
+        return self._confirm_then_apply(
+            request,
+            queryset,
+            action=f"{word.lower()}_assignments",
+            title=f"{word} label assignments",
+            after=lambda content: {**content, "enabled": enabled},
+            apply=apply,
+            done="enabled" if enabled else "disabled",
         )
 
     @admin.action(description="Enable selected label assignments", permissions=["change"])
-    def enable_assignments(self, request: HttpRequest, queryset: QuerySet[LabelAssignment]) -> None:
-        self._set_enabled(request, queryset, True)
+    def enable_assignments(
+        self, request: HttpRequest, queryset: QuerySet[LabelAssignment]
+    ) -> TemplateResponse | None:
+        return self._set_enabled(request, queryset, True)
 
     @admin.action(description="Disable selected label assignments", permissions=["change"])
     def disable_assignments(
         self, request: HttpRequest, queryset: QuerySet[LabelAssignment]
-    ) -> None:
-        self._set_enabled(request, queryset, False)
+    ) -> TemplateResponse | None:
+        return self._set_enabled(request, queryset, False)
+
+    @admin.action(description="Delete selected label assignments", permissions=["delete"])
+    def delete_selected(
+        self, request: HttpRequest, queryset: QuerySet[LabelAssignment]
+    ) -> TemplateResponse | None:
+        def apply(assignment: LabelAssignment) -> None:
+            label_assignment_delete(actor=request.user, assignment=assignment, force=True)
+
+        return self._confirm_then_apply(
+            request,
+            queryset,
+            action="delete_selected",
+            title="Delete label assignments",
+            after=lambda content: None,
+            apply=apply,
+            done="deleted",
+            note=KEPT_VERSIONS,
+        )

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import EMPTY, ServiceWriteMixin, age, html_table
+from core.admin import EMPTY, PortalHistory, ServiceWriteMixin, age, html_table
 from inventory.admin_tools import ClusterAdminExtras, NodeAdminExtras
 from inventory.forms import ClusterForm
 from inventory.models import Cluster, Node
@@ -86,8 +86,10 @@ def resource_text(resource: str, value: int | None) -> str:
 
 
 @admin.register(Cluster)
-class ClusterAdmin(ServiceWriteMixin, ClusterAdminExtras):
+class ClusterAdmin(ServiceWriteMixin, PortalHistory, ClusterAdminExtras):
     conflict_subject = "cluster"
+    # Its settings' changes, syncs that changed nodes, imports and label pushes.
+    history_object_type = "cluster"
     form = ClusterForm
     list_display = (
         "name",

@@ -76,7 +76,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         fieldsets = list(super().get_fieldsets(request, obj))
         if obj is not None:
-            fields = self.INVENTORY_FIELDS
+            fields: tuple[str, ...] = self.INVENTORY_FIELDS
             if not self.has_change_permission(request, obj):
                 # The upload needs the change permission: no button that ends in a 403.
                 fields = tuple(f for f in fields if f != "inventory_tools")

@@ -16,9 +16,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import ServiceWriteMixin, labels_text
+from core.admin import PortalHistory, ServiceWriteMixin, labels_text
 from core.errors import ContentError
-from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
+from policies.admin.common import HISTORY_FIELDS, cluster_display, plural, version_rows
 from policies.admin.confirm import assignment_item, confirmation_page, confirmed
 from policies.admin.readonly import (
     ViewOnlyFields,
@@ -31,7 +31,7 @@ from policies.admin.readonly import (
 )
 from policies.content import label_assignment_content
 from policies.forms import LabelAssignmentForm
-from policies.models import LabelAssignment
+from policies.models import LabelAssignment, LabelAssignmentVersion
 from policies.preview import preview_label_assignment
 from policies.services import (
     label_assignment_create,
@@ -60,8 +60,9 @@ def selector_summary(selector: dict) -> str:
 
 
 @admin.register(LabelAssignment)
-class LabelAssignmentAdmin(ServiceWriteMixin, ViewOnlyFields, admin.ModelAdmin):
+class LabelAssignmentAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, admin.ModelAdmin):
     form = LabelAssignmentForm
+    history_object_type = "label_assignment"
     conflict_subject = "label assignment"
     # For those who may only view: the stored selector and labels, not the editor's fields.
     view_fields = {
@@ -115,6 +116,16 @@ class LabelAssignmentAdmin(ServiceWriteMixin, ViewOnlyFields, admin.ModelAdmin):
         self, request: HttpRequest, obj: LabelAssignment | None = None
     ) -> list[str]:
         return [*super().get_readonly_fields(request, obj), *HISTORY_FIELDS, "versions_link"]
+
+    def history_versions(
+        self, request: HttpRequest, obj: LabelAssignment
+    ) -> tuple[list[dict], str]:
+        rows = version_rows(
+            LabelAssignmentVersion.objects.filter(assignment=obj),
+            "admin:policies_labelassignmentversion_change",
+        )
+        url = reverse("admin:policies_labelassignmentversion_changelist")
+        return rows, f"{url}?{urlencode({'assignment__id__exact': obj.pk})}"
 
     @admin.display(description="versions")
     def versions_link(self, obj: LabelAssignment) -> SafeString | str:

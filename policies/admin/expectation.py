@@ -15,7 +15,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import ServiceWriteMixin
+from core.admin import PortalHistory, ServiceWriteMixin
 from core.errors import ContentError
 from inventory.forms import add_content_errors
 from policies.admin.common import HISTORY_FIELDS, cluster_display
@@ -28,6 +28,7 @@ from policies.admin.readonly import (
     scope,
 )
 from policies.expectations import (
+    OBJECT_TYPE,
     current_outcomes,
     expectation_create,
     expectation_delete,
@@ -132,8 +133,9 @@ def outcome_html(obj: Expectation, results: list[dict]) -> SafeString | str:
 
 
 @admin.register(Expectation)
-class ExpectationAdmin(ServiceWriteMixin, ViewOnlyFields, admin.ModelAdmin):
+class ExpectationAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, admin.ModelAdmin):
     form = ExpectationForm
+    history_object_type = OBJECT_TYPE
     # For those who may only view: the stored pod and node selector.
     view_fields = {
         "cluster": "cluster_shown",

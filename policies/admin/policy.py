@@ -20,8 +20,8 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import EMPTY, ServiceWriteMixin
-from policies.admin.common import HISTORY_FIELDS, cluster_display
+from core.admin import EMPTY, PortalHistory, ServiceWriteMixin
+from policies.admin.common import HISTORY_FIELDS, cluster_display, version_rows
 from policies.admin.draft import (
     CONFIRM_FIELD,
     PREVIEW_BUTTON,
@@ -45,7 +45,7 @@ from policies.admin.readonly import (
 from policies.admin.yaml_editor import yaml_view
 from policies.content import policy_content
 from policies.forms import FilterRuleForm, PolicyForm, RuleInlineFormSet, WeightRuleForm
-from policies.models import FilterRule, Policy, WeightRule
+from policies.models import FilterRule, Policy, PolicyVersion, WeightRule
 from policies.services import (
     policy_create,
     policy_update,
@@ -102,8 +102,9 @@ class WeightRuleInline(RuleInline):
 
 
 @admin.register(Policy)
-class PolicyAdmin(ServiceWriteMixin, ViewOnlyFields, PolicyActions):
+class PolicyAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, PolicyActions):
     form = PolicyForm
+    history_object_type = "policy"
     conflict_subject = "policy"
     inlines = (FilterRuleInline, WeightRuleInline)
     # For those who may only view: the stored selector, not the editor's empty fields.
@@ -215,6 +216,13 @@ class PolicyAdmin(ServiceWriteMixin, ViewOnlyFields, PolicyActions):
     @admin.display(description="weight rules", ordering="weight_total")
     def weight_rule_count(self, obj: Policy) -> int:
         return int(getattr(obj, "weight_total", 0))  # annotated by get_queryset
+
+    def history_versions(self, request: HttpRequest, obj: Policy) -> tuple[list[dict], str]:
+        return version_rows(
+            PolicyVersion.objects.filter(policy=obj), "admin:policies_policyversion_change"
+        ), reverse("admin:policies_policyversion_changelist") + "?" + urlencode(
+            {"policy__id__exact": obj.pk}
+        )
 
     @admin.display(description="versions")
     def versions_link(self, obj: Policy) -> SafeString | str:

@@ -34,7 +34,7 @@ def test_a_viewer_sees_the_policys_real_selector_and_rules(viewer_client: Client
     assert "condition: Ready=True" in html
     assert "resource: nvidia.com/gpu" in html
     # Not the editor's empty fields, raw JSON or form-only fields.
-    assert "<div class=\"readonly\">None</div>" not in html
+    assert '<div class="readonly">None</div>' not in html
     assert "[&quot;A100-SXM4-40GB&quot;]" not in html
     assert "Change note" not in html
     # What the saved policy does, not a preview that asks to fix a form.

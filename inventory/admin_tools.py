@@ -262,18 +262,25 @@ class NodeAdminExtras(admin.ModelAdmin):
     ) -> HttpResponse | None:
         nodes = list(queryset.select_related("cluster").order_by("cluster__name", "name"))
         by_cluster: dict[Cluster, list[Node]] = defaultdict(list)
-        static = 0
+        static: dict[str, int] = defaultdict(int)
         for node in nodes:
             if node.cluster.source == ClusterSource.KUBERNETES:
                 by_cluster[node.cluster].append(node)
             else:
-                static += 1
+                static[node.cluster.name] += 1
+        # One message, whatever was selected: static clusters have no API server to patch,
+        # and their assigned labels already apply to the portal's own rules.
+        skipped = ""
         if static:
-            self.message_user(
-                request,
-                f"{static} nodes of static clusters skipped: there is no API server to patch.",
-                messages.WARNING,
+            names = ", ".join(sorted(static))
+            skipped = (
+                f"{sum(static.values())} selected nodes belong to static clusters ({names}): "
+                "there is no API server to patch, and the portal's rules already see their "
+                "assigned labels."
             )
+        if not by_cluster:
+            self.message_user(request, f"Nothing to push. {skipped}", messages.WARNING)
+            return None
         if request.POST.get("confirm") != "yes":
             changes = [
                 (node, drift)
@@ -282,13 +289,15 @@ class NodeAdminExtras(admin.ModelAdmin):
                 if (drift := self._drift(node))
             ]
             if not changes:
-                self.message_user(request, "No selected node drifts: nothing to push.")
+                text = "Nothing to push: no selected node of a Kubernetes cluster drifts."
+                self.message_user(request, f"{text} {skipped}".strip())
                 return None
             context = {
                 **self.admin_site.each_context(request),
                 "title": "Push assigned labels to the cluster",
                 "opts": self.opts,
                 "changes": changes,
+                "skipped": skipped,
                 "queryset": nodes,
                 "action": "push_assigned_labels",
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,

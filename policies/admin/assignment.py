@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
@@ -17,7 +17,6 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from core.admin import PortalHistory, ServiceWriteMixin, labels_text
-from core.errors import ContentError
 from policies.admin.common import HISTORY_FIELDS, cluster_display, plural, version_rows
 from policies.admin.confirm import assignment_item, confirmation_page, confirmed
 from policies.admin.readonly import (
@@ -182,12 +181,10 @@ class LabelAssignmentAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, adm
         obj = self.get_object(request, object_id) if object_id.isdigit() else None
         form_class = self.get_form(request, obj, change=obj is not None)
         form = form_class(request.POST, instance=obj or LabelAssignment())
-        report = None
-        if form.is_valid():
-            try:
-                report = preview_label_assignment(cast(LabelAssignmentForm, form).content)
-            except ContentError:
-                report = None
+        # The form builds the report as it validates; warnings that would hold a save make it
+        # "invalid" but are what the preview is for.
+        form.is_valid()
+        report = getattr(form, "draft_report", None)
         return TemplateResponse(
             request,
             "admin/policies/labelassignment/draft_preview.html",

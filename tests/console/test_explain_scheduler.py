@@ -141,6 +141,11 @@ def test_an_expectation_from_a_manifest_keeps_its_namespace_and_labels(
     assert form["namespace"].value() == "ml"
     assert form["pod_labels"].value() == "app=trainer\nteam=vision"
     assert form["node_names"].value() == "demo-gpu-*"
+    assert form["kind"].value() == "can_land"
+    nowhere = explain(admin_client, namespace="ml", nodes="demo-general-*")
+    assert admin_client.get(save_link(nowhere)).context["adminform"].form["kind"].value() == (
+        "never_lands"
+    )
 
 
 def test_a_manifest_without_a_namespace_takes_the_forms(admin_client: Client) -> None:

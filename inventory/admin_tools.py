@@ -107,12 +107,17 @@ class ClusterAdminExtras(admin.ModelAdmin):
         if not summary["nodes"]:
             return "none: every node carries its assigned labels"
         url = reverse("admin:inventory_node_changelist") + f"?cluster__id__exact={obj.pk}"
+        how = (
+            "a static cluster has no API server to push them to; the portal's rules see them"
+            if obj.source == ClusterSource.STATIC
+            else "push them with the node list action"
+        )
         return format_html(
-            '{} nodes lack {} assigned labels (<a href="{}">nodes</a>; push them with the '
-            "node list action)",
+            '{} nodes lack {} assigned labels (<a href="{}">nodes</a>; {})',
             summary["nodes"],
             summary["labels"],
             url,
+            how,
         )
 
     @admin.display(description="inventory tools")

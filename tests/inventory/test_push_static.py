@@ -28,3 +28,14 @@ def test_a_static_clusters_nodes_get_one_message(admin_client: Client) -> None:
         "Nothing to push. 9 selected nodes belong to static clusters (demo): there is no API "
         "server to patch, and the portal's rules already see their assigned labels."
     ]
+
+
+def test_a_static_clusters_drift_does_not_offer_a_push(admin_client: Client) -> None:
+    from inventory.models import Cluster
+
+    demo_seed()
+    cluster = Cluster.objects.get(name="demo")
+    page = admin_client.get(reverse("admin:inventory_cluster_change", args=[cluster.pk]))
+    text = page.content.decode()
+    assert "a static cluster has no API server to push them to" in text
+    assert "push them with the node list action" not in text

@@ -20,18 +20,29 @@ from policies.engine.preview import DraftWarning, listed, suggestions
 PATH = "node_selector"
 
 
-def assignment_warnings(
-    selector: NodeSelector, nodes: Sequence[tuple[str, Mapping[str, str]]], *, where: str = ""
-) -> list[DraftWarning]:
-    """Warnings for ``selector`` over ``nodes`` (name, observed labels); none without nodes.
-
-    ``where`` names the nodes' scope in the messages (`` of cluster demo``)."""
-    if not nodes:
-        return []
+def label_values(nodes: Sequence[tuple[str, Mapping[str, str]]]) -> dict[str, Counter[str]]:
+    """Every label key of ``nodes`` with how many carry each value."""
     values_by_key: dict[str, Counter[str]] = {}
     for _, labels in nodes:
         for key, value in labels.items():
             values_by_key.setdefault(key, Counter())[value] += 1
+    return values_by_key
+
+
+def assignment_warnings(
+    selector: NodeSelector,
+    nodes: Sequence[tuple[str, Mapping[str, str]]],
+    *,
+    where: str = "",
+    values: Mapping[str, Counter[str]] | None = None,
+) -> list[DraftWarning]:
+    """Warnings for ``selector`` over ``nodes`` (name, observed labels); none without nodes.
+
+    ``where`` names the nodes' scope in the messages (`` of cluster demo``); ``values`` is
+    ``label_values(nodes)`` when the caller checks many selectors over the same nodes."""
+    if not nodes:
+        return []
+    values_by_key = label_values(nodes) if values is None else values
     found: list[DraftWarning] = []
     for i, requirement in enumerate(selector.match_expressions):
         path = f"{PATH}.match_expressions[{i}]"

@@ -21,7 +21,7 @@ from core.models import AuditEntry
 from extender.models import Decision
 from inventory.models import Cluster, ClusterSource, Node, SyncState
 from inventory.sync import describe_inventory_age, inventory_age_seconds
-from policies.engine.assignment_checks import assignment_warnings, label_values
+from policies.engine.assignment_checks import LabelIndex, assignment_warnings
 from policies.engine.assignments import node_selector_from_dict
 from policies.engine.errors import EngineValidationError
 from policies.expectations import current_outcomes
@@ -254,13 +254,13 @@ def _assignment_problems(nodes: NodesByCluster) -> list[Problem]:
     """Enabled label assignments whose selector has a typo or labels no node: the checks the
     editor holds a save for (policies.engine.assignment_checks), on what is saved."""
     every_node = [node for members in nodes.values() for node in members]
-    values: dict[int | None, Any] = {}  # the label values of each scope, counted once
+    indexes: dict[int | None, LabelIndex] = {}  # one per scope, shared by its assignments
     found: list[Problem] = []
     assignments = LabelAssignment.objects.filter(enabled=True).select_related("cluster")
     for assignment in assignments.order_by("name"):
         scope = nodes.get(assignment.cluster_id, []) if assignment.cluster_id else every_node
-        if assignment.cluster_id not in values:
-            values[assignment.cluster_id] = label_values(scope)
+        if assignment.cluster_id not in indexes:
+            indexes[assignment.cluster_id] = LabelIndex(scope)
         where = f" of cluster {assignment.cluster.name}" if assignment.cluster else ""
         try:
             selector = node_selector_from_dict(assignment.node_selector)
@@ -270,7 +270,7 @@ def _assignment_problems(nodes: NodesByCluster) -> list[Problem]:
         found.extend(
             Problem(f"Label assignment {assignment.name}: {warning.message}", url, "edit it")
             for warning in assignment_warnings(
-                selector, scope, where=where, values=values[assignment.cluster_id]
+                selector, scope, where=where, index=indexes[assignment.cluster_id]
             )
         )
     return found

@@ -191,7 +191,9 @@ def explain(query: Mapping[str, str]) -> dict[str, Any]:
     names = node_subset(patterns, _cluster_node_names(cluster)) if patterns else None
     result = simulate(cluster=cluster, pod=pod, nodes=names)
     rows = result["nodes"]
-    report = scheduler_fit.judge(pod, result["cluster"], [row["name"] for row in rows])
+    report = scheduler_fit.judge(
+        pod, result["cluster"], [row["name"] for row in rows], every_node=names is None
+    )
     for row in rows:
         row["fit"] = report.verdicts.get(row["name"])
         row["fit_judged"] = row["name"] in report.verdicts

@@ -20,6 +20,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+from django.db.models import TextField, Value
+from django.db.models.functions import Cast
+
 from inventory.models import Node
 from policies.engine import fit
 from policies.engine.podspec import pod_spec_facts, taints_from
@@ -58,26 +62,47 @@ class FitReport:
         ]
 
 
-def fit_nodes(cluster: str, names: Iterable[str]) -> dict[str, fit.FitNode]:
-    """What the basic fit reads of each named node, from the inventory (observed labels: node
-    affinity never sees labels the portal assigns but has not pushed)."""
-    wanted = list(dict.fromkeys(names))[:MAX_JUDGED]
-    rows = (
-        Node.objects.filter(cluster__name=cluster, name__in=wanted)
-        .values_list("name", "labels", "taints", "unschedulable", "ready", "allocatable_parsed")
-        .iterator(chunk_size=2000)
+def _json(text: str | None) -> Any:
+    return orjson.loads(text) if text else None
+
+
+def fit_nodes(
+    cluster: str,
+    names: Iterable[str] | None = None,
+    *,
+    labels: bool = True,
+) -> dict[str, fit.FitNode]:
+    """What the basic fit reads of each named node (None: every node of the cluster), from the
+    inventory (observed labels: node affinity never sees labels the portal assigns but has not
+    pushed).
+
+    A page is waited for: labels, the largest column, are read only for a pod that selects
+    nodes (``labels``); allocatable always (the pod count is checked for every pod); JSON as text
+    decoded with orjson, which reads 5,000 nodes faster than the ORM's JSON fields do."""
+    rows = Node.objects.filter(cluster__name=cluster)
+    if names is not None:
+        rows = rows.filter(name__in=list(dict.fromkeys(names))[:MAX_JUDGED])
+    text = TextField()
+    rows = rows.annotate(
+        taints_text=Cast("taints", text),
+        labels_text=Cast("labels", text) if labels else Value(None, text),
+        allocatable_text=Cast("allocatable_parsed", text),
     )
     out = {}
-    for name, labels, taints, unschedulable, ready, allocatable in rows:
+    for name, taints, labels_text, unschedulable, ready, allocatable_text in rows.values_list(
+        "name", "taints_text", "labels_text", "unschedulable", "ready", "allocatable_text"
+    )[:MAX_JUDGED].iterator(chunk_size=2000):
+        observed = _json(labels_text)
+        amounts = _json(allocatable_text)
         out[name] = fit.FitNode(
             name=name,
-            labels=labels if isinstance(labels, dict) else {},
-            taints=taints_from(taints),
+            labels=observed if isinstance(observed, dict) else {},
+            taints=taints_from(_json(taints)),
             unschedulable=bool(unschedulable),
             ready=bool(ready),
             allocatable={
                 key: value
-                for key, value in (allocatable or {}).items()
+                for key, value in (amounts if isinstance(amounts, dict) else {}).items()
                 if isinstance(value, int) and not isinstance(value, bool)
             },
         )
@@ -92,11 +117,16 @@ def node_usage(cluster: str, names: Iterable[str]) -> dict[str, fit.NodeUsage] |
     return None
 
 
-def judge(pod: Any, cluster: str, names: Iterable[str]) -> FitReport:
-    """The basic fit of ``pod`` (a v1 Pod dict) on each named node of ``cluster``."""
+def judge(pod: Any, cluster: str, names: Iterable[str], *, every_node: bool = False) -> FitReport:
+    """The basic fit of ``pod`` (a v1 Pod dict) on each named node of ``cluster``
+    (``every_node``: the names are the whole inventory, read without listing them)."""
     spec = pod_spec_facts(pod)
     names = list(names)
-    nodes = fit_nodes(cluster, names)
+    nodes = fit_nodes(
+        cluster,
+        None if every_node else names,
+        labels=bool(spec.node_selector) or spec.required_terms is not None,
+    )
     usage = node_usage(cluster, nodes)
     report = FitReport(
         usage_counted=usage is not None,

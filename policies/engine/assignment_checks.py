@@ -20,13 +20,24 @@ from policies.engine.preview import DraftWarning, listed, suggestions
 PATH = "node_selector"
 
 
-def label_values(nodes: Sequence[tuple[str, Mapping[str, str]]]) -> dict[str, Counter[str]]:
-    """Every label key of ``nodes`` with how many carry each value."""
-    values_by_key: dict[str, Counter[str]] = {}
-    for _, labels in nodes:
-        for key, value in labels.items():
-            values_by_key.setdefault(key, Counter())[value] += 1
-    return values_by_key
+class LabelIndex:
+    """The label keys of some nodes, and (counted on first use, per key) the values each
+    takes: a dashboard checks every assignment over the same 5,000 nodes, and needs the values
+    of the few keys the selectors name, not of all of them."""
+
+    def __init__(self, nodes: Sequence[tuple[str, Mapping[str, str]]]) -> None:
+        self.nodes = nodes
+        self.keys: set[str] = set().union(*(labels for _, labels in nodes))
+        self._values: dict[str, Counter[str]] = {}
+
+    def values(self, key: str) -> Counter[str]:
+        """How many of the nodes carry each value of ``key``."""
+        counted = self._values.get(key)
+        if counted is None:
+            counted = self._values[key] = Counter(
+                labels[key] for _, labels in self.nodes if key in labels
+            )
+        return counted
 
 
 def assignment_warnings(
@@ -34,23 +45,23 @@ def assignment_warnings(
     nodes: Sequence[tuple[str, Mapping[str, str]]],
     *,
     where: str = "",
-    values: Mapping[str, Counter[str]] | None = None,
+    index: LabelIndex | None = None,
 ) -> list[DraftWarning]:
     """Warnings for ``selector`` over ``nodes`` (name, observed labels); none without nodes.
 
-    ``where`` names the nodes' scope in the messages (`` of cluster demo``); ``values`` is
-    ``label_values(nodes)`` when the caller checks many selectors over the same nodes."""
+    ``where`` names the nodes' scope in the messages (`` of cluster demo``); ``index`` is a
+    ``LabelIndex`` of ``nodes`` when the caller checks many selectors over the same nodes."""
     if not nodes:
         return []
-    values_by_key = label_values(nodes) if values is None else values
+    index = index or LabelIndex(nodes)
     found: list[DraftWarning] = []
     for i, requirement in enumerate(selector.match_expressions):
         path = f"{PATH}.match_expressions[{i}]"
         key = requirement.key
         if requirement.operator == "DoesNotExist":
             continue
-        if key not in values_by_key:
-            close = suggestions(key, values_by_key)
+        if key not in index.keys:
+            close = suggestions(key, index.keys)
             hint = f"; did you mean {close[0]}?" if close else ""
             found.append(
                 DraftWarning(
@@ -60,16 +71,17 @@ def assignment_warnings(
             continue
         if requirement.operator not in ("In", "NotIn"):
             continue
+        carried = index.values(key)
         for value in requirement.values:
-            if value in values_by_key[key]:
+            if value in carried:
                 continue
-            close = suggestions(value, values_by_key[key])
+            close = suggestions(value, carried)
             hint = f"; did you mean {close[0]}?" if close else "."
             found.append(
                 DraftWarning(
                     "unknown_value",
                     f"No node{where} has {key}={value}{hint} Values on the nodes: "
-                    f"{listed(values_by_key[key])}.",
+                    f"{listed(carried)}.",
                     path,
                     close,
                 )
@@ -85,8 +97,9 @@ def assignment_warnings(
                     f"{PATH}.node_names[{i}]",
                 )
             )
-    matched = sum(1 for name, labels in nodes if selector.matches(name, labels))
-    if matched == 0:
+    # The first match settles it: most selectors match early, and this runs for every
+    # assignment on each dashboard view.
+    if not any(selector.matches(name, labels) for name, labels in nodes):
         found.append(
             DraftWarning(
                 "matches_no_nodes",

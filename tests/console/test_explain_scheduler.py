@@ -153,3 +153,27 @@ def test_a_manifest_without_a_namespace_takes_the_forms(admin_client: Client) ->
     assert "<strong>3</strong> of <strong>60</strong> nodes pass" in html
     form = admin_client.get(save_link(html)).context["adminform"].form
     assert form["namespace"].value() == "ml"
+
+
+def test_required_node_affinity_is_judged_on_the_labels_nodes_carry(admin_client: Client) -> None:
+    arm = {"key": "kubernetes.io/arch", "operator": "In", "values": ["arm64"]}
+    spec = {
+        "tolerations": [GPU_TOLERATION],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [arm]}]
+                }
+            }
+        },
+        "containers": [{"name": "m", "image": "t"}],
+    }
+    html = explain(admin_client, manifest=manifest(spec=spec))
+    scheduler = section(html, "explain-scheduler")
+    # The portal passes the three A100 nodes (amd64): kube-scheduler's affinity rejects them.
+    assert "kube-scheduler would also reject: 3 node(s) didn&#x27;t match Pod&#x27;s node" in (
+        scheduler
+    )
+    assert "required node affinity: no term matches (kubernetes.io/arch In [arm64])" in scheduler
+    # 15 arm64 nodes fit kube-scheduler (their rows say so), though the portal rejects them.
+    assert html.count('<span class="verdict-pass">fits</span>') == 15

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 import yaml
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from console import fit as scheduler_fit
 from core.api.formats import yaml_load
@@ -27,6 +29,8 @@ from policies.engine.quantities import format_amount
 from policies.simulate import simulate
 
 MAX_SHOWN_NODES = 500
+# Rejected nodes are folded by reason: each group shows this many of its rows.
+MAX_GROUP_ROWS = 200
 DEFAULT_NAMESPACE = "default"
 GLOB_CHARACTERS = frozenset("*?[")
 BEST_NAMES = 3
@@ -115,6 +119,20 @@ def _cluster_node_names(cluster: str | None) -> list[str]:
     return list(target.evaluator.nodes.names) if target is not None else []
 
 
+def fit_cell(detail: fit.FitDetail | None, *, judged: bool) -> SafeString:
+    """A node's kube-scheduler column (built here: a template include per row costs more than
+    the rest of the row at thousands of nodes)."""
+    if not judged:
+        return format_html('<span class="console-muted">{}</span>', "not in the inventory")
+    if detail is None:
+        return format_html('<span class="verdict-pass">{}</span>', "fits")
+    return format_html(
+        '<span class="verdict-reject">{}</span><br><span class="console-muted">{}</span>',
+        ", ".join(detail.reasons),
+        detail.detail,
+    )
+
+
 def score_story(passed: list[dict]) -> dict[str, Any]:
     """How the passing nodes score, with ties called ties.
 
@@ -144,7 +162,7 @@ def _groups(rejected: list[dict]) -> list[dict[str, Any]]:
         by_reason.setdefault(row["wire_reason"] or "", []).append(row)
     ordered = sorted(by_reason.items(), key=lambda item: (-len(item[1]), item[0]))
     return [
-        {"reason": reason, "count": len(rows), "rows": rows[:MAX_SHOWN_NODES]}
+        {"reason": reason, "count": len(rows), "rows": rows[:MAX_GROUP_ROWS]}
         for reason, rows in ordered
     ]
 
@@ -204,15 +222,19 @@ def explain(query: Mapping[str, str]) -> dict[str, Any]:
     by_reason = Counter(row["wire_reason"] for row in rejected)
     score_counts = Counter(row["score"] for row in passed if row["score"] is not None)
     dry_run = [row for row in passed if not row["dry_run"]["would_pass"]]
+    groups = _groups(rejected)
+    shown = passed[:MAX_SHOWN_NODES]
+    for row in (*shown, *(row for group in groups for row in group["rows"])):
+        row["fit_cell"] = fit_cell(row["fit"], judged=row["fit_judged"])
     return {
         **result,
         "by_reason": sorted(by_reason.items(), key=lambda item: (-item[1], item[0] or "")),
         "scores": score_story(passed),
         "score_histogram": [(str(score), score_counts.get(score, 0), 0) for score in range(11)],
         "dry_run_rejects": dry_run,
-        "passed_rows": passed[:MAX_SHOWN_NODES],
+        "passed_rows": shown,
         "passed_hidden": max(0, len(passed) - MAX_SHOWN_NODES),
-        "rejected_groups": _groups(rejected),
+        "rejected_groups": groups,
         "scheduler": _scheduler(rows, report, len(rows)),
         "patterns": patterns,
     }

@@ -1,5 +1,5 @@
-"""The operator pages at production size: 5,000 nodes, 100 policies, 100,000 decisions
-(target: each answers in under 300 ms, p50 of 5 requests after one warm-up).
+"""The operator pages at production size: 5,000 nodes, 100 policies, 20 label assignments and
+100,000 decisions (target: each answers in under 300 ms, p50 of 5 requests after one warm-up).
 
 Builds the data in a scratch database — ``BENCH_DATABASE_URL``, default a SQLite file in a
 temporary directory — through the services (nodes, policies) and bulk inserts (decisions), then
@@ -19,12 +19,22 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "bench" / "results" / "pages.md"
 NODES, POLICIES, DECISIONS, RUNS = 5000, 100, 100_000, 5
+ASSIGNMENTS = 20  # label assignments: the dashboard checks each selector over the nodes
 TARGET_MS = 300
+# A pod with requests, a toleration and a node selector: explain judges kube-scheduler's fit too.
+MANIFEST = """
+metadata: {name: bench, namespace: team-1}
+spec:
+  nodeSelector: {kubernetes.io/os: linux}
+  tolerations: [{key: dedicated, operator: Exists}]
+  containers: [{name: main, resources: {requests: {cpu: 500m, memory: 1Gi}}}]
+"""
 
 
 def setup_django(var: str) -> str:
@@ -49,8 +59,8 @@ def seed() -> dict:
 
     from extender.models import Decision
     from inventory.services import cluster_create, nodes_apply
-    from policies.services import policy_create
-    from tests.support.nodes import realistic_node
+    from policies.services import label_assignment_create, policy_create
+    from tests.support.nodes import ZONES, realistic_node
 
     cluster = cluster_create(actor=None, data={"name": "prod", "is_default": True})
     nodes_apply(
@@ -58,6 +68,17 @@ def seed() -> dict:
         objects=[realistic_node(i, slim=True) for i in range(NODES)],
         replace=True,
     )
+    for i in range(ASSIGNMENTS):
+        zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [ZONES[i % 3]]}
+        label_assignment_create(
+            actor=None,
+            data={
+                "name": f"assignment-{i:02d}",
+                "cluster": "prod",
+                "node_selector": {"match_expressions": [zone]},
+                "labels": {f"example.com/pool-{i}": "yes"},
+            },
+        )
     rng = random.Random(5)
     for i in range(POLICIES):
         policy_create(
@@ -134,6 +155,8 @@ def main() -> int:
         pages = {
             "dashboard": "/admin/",
             "explain": "/admin/explain/?cluster=prod&namespace=team-1",
+            "explain, a manifest": "/admin/explain/?"
+            + urlencode({"cluster": "prod", "manifest": MANIFEST}),
             "decisions": "/admin/extender/decision/",
             "decisions by node": f"/admin/extender/decision/?node={data['node']}",
             "policies": "/admin/policies/policy/",
@@ -146,7 +169,8 @@ def main() -> int:
     lines = [
         "# Operator pages at production size",
         "",
-        f"{NODES} nodes, {POLICIES} policies, {DECISIONS} decisions on {engine}; p50 of {RUNS} "
+        f"{NODES} nodes, {POLICIES} policies, {ASSIGNMENTS} label assignments, {DECISIONS} "
+        f"decisions on {engine}; p50 of {RUNS} "
         f"requests after a warm-up, Django's test client in-process (seeding took "
         f"{seeded:.0f} s). Produced by `bench/pages.py`.",
         "",

@@ -19,11 +19,14 @@ from django.utils import timezone
 
 from console.pod_cards import PodCard, pod_cards
 from core.models import AuditEntry
+from engine.assignment_checks import LabelIndex, assignment_warnings
+from engine.assignments import node_selector_from_dict
+from engine.errors import EngineValidationError
 from extender.models import Decision
 from inventory.models import Cluster, ClusterSource, Node, SyncState
 from inventory.sync import describe_inventory_age, inventory_age_seconds
 from policies.expectations import current_outcomes
-from policies.models import FilterRule, Policy
+from policies.models import FilterRule, LabelAssignment, Policy
 
 # Decisions read to rank rejecting rules (the newest ones that rejected something).
 RANKED_DECISIONS = 2000
@@ -80,8 +83,8 @@ def _badge(cluster: Cluster, age: float | None) -> str:
     if cluster.sync_state in (SyncState.ERROR, SyncState.HELD):
         return "bad"
     if cluster.source == ClusterSource.STATIC:
-        # node_count is annotated by the dashboard's query.
-        return "ok" if age is not None or getattr(cluster, "node_count", False) else "idle"
+        # An uploaded inventory does not go stale: nothing syncs it.
+        return "ok" if age is not None else "idle"
     if age is None:
         return "idle"
     return "warn" if age > _stale_after(cluster) else "ok"
@@ -94,20 +97,13 @@ def cluster_rows(now: datetime) -> list[ClusterRow]:
     rows = []
     for cluster in clusters:
         age = inventory_age_seconds(cluster, now=now)
-        static = cluster.source == ClusterSource.STATIC
-        state = cluster.get_sync_state_display()
-        if static and cluster.sync_state == SyncState.NEVER:
-            # A static cluster's inventory is what was uploaded: there is no sync to wait for.
-            state = "imported" if cluster.node_count else "empty"
         rows.append(
             ClusterRow(
                 name=cluster.name,
                 source=cluster.get_source_display(),
-                state=state,
+                state=cluster.get_sync_state_display(),
                 badge=_badge(cluster, age),
-                age="as uploaded"
-                if static and age is None
-                else describe_inventory_age(cluster, now=now),
+                age=describe_inventory_age(cluster, now=now),
                 error=(cluster.sync_error or "").splitlines()[0][:160]
                 if cluster.sync_error
                 else "",
@@ -198,7 +194,9 @@ def problems(rows: list[ClusterRow], expectations: list[dict]) -> list[Problem]:
                     "check its sync",
                 )
             )
-    found.extend(_unknown_label_keys())
+    nodes = _nodes_by_cluster()
+    found.extend(_unknown_label_keys(nodes))
+    found.extend(_assignment_problems(nodes))
     listing = reverse("admin:policies_expectation_changelist")
     for outcome in expectations:
         if not outcome["ok"]:
@@ -213,13 +211,25 @@ def problems(rows: list[ClusterRow], expectations: list[dict]) -> list[Problem]:
     return found
 
 
-def _unknown_label_keys() -> list[Problem]:
+NodesByCluster = dict[int, list[tuple[str, dict[str, str]]]]
+
+
+def _nodes_by_cluster() -> NodesByCluster:
+    """Every node's name and observed labels, per cluster id: one read for every check."""
+    nodes: NodesByCluster = {}
+    for cluster_id, name, labels in Node.objects.values_list(
+        "cluster_id", "name", "labels"
+    ).iterator(chunk_size=2000):
+        nodes.setdefault(cluster_id, []).append((name, labels or {}))
+    return nodes
+
+
+def _unknown_label_keys(nodes: NodesByCluster) -> list[Problem]:
     """Label rules of enabled policies whose key no node of their clusters carries (typos)."""
-    keys_by_cluster: dict[int, set[str]] = {}
-    for cluster_id, labels in Node.objects.values_list("cluster_id", "labels").iterator(
-        chunk_size=2000
-    ):
-        keys_by_cluster.setdefault(cluster_id, set()).update(labels or {})
+    keys_by_cluster = {
+        cluster_id: {key for _, labels in members for key in labels}
+        for cluster_id, members in nodes.items()
+    }
     every_key = set().union(*keys_by_cluster.values()) if keys_by_cluster else set()
     rules = (
         FilterRule.objects.filter(policy__enabled=True, kind="label", enabled=True)
@@ -238,6 +248,32 @@ def _unknown_label_keys() -> list[Problem]:
                 f"Policy {policy.name}: label key {rule.key!r} is on no node of {where} (a typo?)",
                 reverse("admin:policies_policy_change", args=[policy.pk]),
                 "edit the policy",
+            )
+        )
+    return found
+
+
+def _assignment_problems(nodes: NodesByCluster) -> list[Problem]:
+    """Enabled label assignments whose selector has a typo or labels no node: the checks the
+    editor holds a save for (engine.assignment_checks), on what is saved."""
+    every_node = [node for members in nodes.values() for node in members]
+    indexes: dict[int | None, LabelIndex] = {}  # one per scope, shared by its assignments
+    found: list[Problem] = []
+    assignments = LabelAssignment.objects.filter(enabled=True).select_related("cluster")
+    for assignment in assignments.order_by("name"):
+        scope = nodes.get(assignment.cluster_id, []) if assignment.cluster_id else every_node
+        if assignment.cluster_id not in indexes:
+            indexes[assignment.cluster_id] = LabelIndex(scope)
+        where = f" of cluster {assignment.cluster.name}" if assignment.cluster else ""
+        try:
+            selector = node_selector_from_dict(assignment.node_selector)
+        except EngineValidationError:
+            continue  # stored content is validated on write; nothing to judge here
+        url = reverse("admin:policies_labelassignment_change", args=[assignment.pk])
+        found.extend(
+            Problem(f"Label assignment {assignment.name}: {warning.message}", url, "edit it")
+            for warning in assignment_warnings(
+                selector, scope, where=where, index=indexes[assignment.cluster_id]
             )
         )
     return found

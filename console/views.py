@@ -73,11 +73,23 @@ def explain_view(request: HttpRequest) -> HttpResponse:
 
 
 def save_expectation_url(request: HttpRequest, query: dict, result: dict) -> str | None:
-    """The expectation add form prefilled with this pod and cluster (editors only)."""
+    """The expectation add form prefilled with the pod as it was explained (editors only).
+
+    The pod comes from the result, not the form's fields, so a pasted manifest's namespace and
+    labels are the ones kept; "Only these nodes" becomes the expectation's node names, and the
+    kind is today's outcome (lands somewhere, or nowhere)."""
     if not request.user.has_perm("policies.add_expectation"):
         return None
+    pod = result["pod"]
+    prefill = {
+        # The outcome as it is now, so the saved case keeps it (the operator may change it).
+        "kind": "can_land" if result["summary"]["passed"] else "never_lands",
+        "namespace": pod["namespace"],
+        "pod_labels": "\n".join(f"{key}={value}" for key, value in sorted(pod["labels"].items())),
+    }
+    if result.get("patterns"):
+        prefill["node_names"] = ", ".join(result["patterns"])
     cluster = Cluster.objects.filter(name=result["cluster"]).values_list("pk", flat=True).first()
-    prefill = {"namespace": query.get("namespace") or "default", "pod_labels": query.get("labels")}
     if cluster is not None:
         prefill["cluster"] = str(cluster)
     return f"{reverse('admin:policies_expectation_add')}?{urlencode(prefill)}"

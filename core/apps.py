@@ -22,5 +22,8 @@ class CoreConfig(AppConfig):
         # A new session starts its idle clock (core.middleware.SessionIdleTimeout).
         user_logged_in.connect(stamp_login, dispatch_uid="portal-session-idle-stamp")
 
-        # Runs after auth has created the permissions of every installed model.
-        post_migrate.connect(sync_roles_after_migrate, sender=self)
+        # After every app's post_migrate, not only this one's: auth creates each app's
+        # permissions in that app's turn, and the apps after this one (inventory, policies,
+        # extender) would otherwise have none granted when the signal comes from a flush
+        # (transactional tests) rather than from migrations. Idempotent and additive.
+        post_migrate.connect(sync_roles_after_migrate, dispatch_uid="portal-sync-roles")

@@ -103,6 +103,8 @@ def shoot(sync_playwright, chromium: str, base: str) -> None:
         page.screenshot(path=IMAGES / "dashboard.png")
 
         page.goto(f"{base}/admin/explain/?cluster=demo&namespace=ml&labels=app%3Dtrainer")
+        # The answers, not the form: the portal's verdict and kube-scheduler's own checks.
+        page.evaluate("document.getElementById('summary-title').scrollIntoView()")
         page.screenshot(path=IMAGES / "explain.png")
 
         page.goto(f"{base}/admin/policies/policy/")

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from engine.podspec import HostPort, PodSpecFacts, Taint, tolerated
+from engine.quantities import format_amount
 
 UNSCHEDULABLE = "node(s) were unschedulable"
 NOT_READY = "node(s) were not ready"
@@ -127,8 +128,9 @@ def resource_shortfalls(
             out.append(
                 (
                     insufficient(resource),
-                    f"{resource}: requests {wanted}, {free} free of "
-                    f"{node.allocatable.get(resource, 0)} (base units)",
+                    f"{resource}: requests {format_amount(resource, wanted)}, "
+                    f"{format_amount(resource, free)} free of "
+                    f"{format_amount(resource, node.allocatable.get(resource, 0))}",
                 )
             )
     return out

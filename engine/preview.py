@@ -9,7 +9,8 @@ mistake (a label key or value no node carries, a policy that leaves no node) wit
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping, Sequence, Set
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,56 @@ from engine.pods import PodFacts
 from engine.policy import compile_policy
 from engine.rules import compile_filter_rule, compile_weight_rule
 from engine.snapshot import ClusterSnapshot
+
+MAX_SUGGESTIONS = 3
+MAX_LISTED_VALUES = 10
+MIN_CONTAINED = 3
+
+
+def suggestions(word: str, candidates: Iterable[str], n: int = MAX_SUGGESTIONS) -> list[str]:
+    """What ``word`` (a key or value no node carries) was probably meant to be.
+
+    Prefix matches first (``A100`` -> ``A100-SXM4-40GB``: an operator types the start of a
+    long product name), then substrings (``gpu.product`` -> ``nvidia.com/gpu.product``), both
+    case-insensitive and shortest first, and only then edit distance (``prodcut`` ->
+    ``product``). Edit distance alone would offer ``A10G`` for ``A100`` — one letter away, and
+    a different GPU."""
+    pool = sorted(set(candidates))
+    lowered = word.lower()
+    ranked: list[str] = []
+
+    def take(found: Iterable[str]) -> None:
+        for candidate in found:
+            if candidate not in ranked:
+                ranked.append(candidate)
+
+    def shortest_first(found: Iterable[str]) -> list[str]:
+        return sorted(found, key=lambda c: (len(c), c))
+
+    if lowered:
+        # The other way round too (``A100-SXM4-40GB-x`` -> ``A100-SXM4-40GB``), but not for
+        # candidates so short that they are in everything (``1``).
+        def within(c: str) -> bool:
+            return len(c) >= MIN_CONTAINED and c.lower() in lowered
+
+        take(
+            shortest_first(
+                c
+                for c in pool
+                if c.lower().startswith(lowered) or (within(c) and lowered.startswith(c.lower()))
+            )
+        )
+        take(shortest_first(c for c in pool if lowered in c.lower() or within(c)))
+    # Most similar first, as difflib ranks them.
+    take(difflib.get_close_matches(word, pool, n=n, cutoff=0.6))
+    return ranked[:n]
+
+
+def listed(values: Counter[str], limit: int = MAX_LISTED_VALUES) -> str:
+    """The values nodes carry, most common first: ``A10G, A100-SXM4-40GB`` (+ N more)."""
+    names = [value for value, _ in sorted(values.items(), key=lambda item: (-item[1], item[0]))]
+    text = ", ".join(repr(v) if v == "" else v for v in names[:limit])
+    return text + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
 
 
 @dataclass
@@ -88,10 +139,10 @@ def warnings(
 ) -> list[DraftWarning]:
     """What is probably a mistake in the draft, given the nodes it would apply to."""
     found: list[DraftWarning] = []
-    values_by_key: dict[str, set[str]] = {}
+    values_by_key: dict[str, Counter[str]] = {}
     for node in facts:
         for key, value in node.labels.items():
-            values_by_key.setdefault(key, set()).add(value)
+            values_by_key.setdefault(key, Counter())[value] += 1
     for group in ("filter_rules", "weight_rules"):
         for i, rule in enumerate(content.get(group) or []):
             kind = kinds.get(
@@ -103,7 +154,7 @@ def warnings(
             if rule.get("operator") == "DoesNotExist" or not facts:
                 continue
             if key not in values_by_key:
-                close = difflib.get_close_matches(key, list(values_by_key), n=3, cutoff=0.6)
+                close = suggestions(key, values_by_key)
                 hint = f"; did you mean {close[0]}?" if close else ""
                 found.append(
                     DraftWarning(
@@ -114,14 +165,13 @@ def warnings(
             if rule.get("operator") in ("In", "NotIn"):
                 for value in rule.get("values") or []:
                     if value not in values_by_key[key]:
-                        close = difflib.get_close_matches(
-                            value, sorted(values_by_key[key]), n=3, cutoff=0.6
-                        )
-                        hint = f"; did you mean {close[0]}?" if close else ""
+                        close = suggestions(value, values_by_key[key])
+                        hint = f"; did you mean {close[0]}?" if close else "."
                         found.append(
                             DraftWarning(
                                 "unknown_value",
-                                f"No node has {key}={value}{hint}",
+                                f"No node has {key}={value}{hint} Values on the nodes: "
+                                f"{listed(values_by_key[key])}.",
                                 f"{group}[{i}].values",
                                 close,
                             )

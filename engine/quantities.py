@@ -213,3 +213,29 @@ def to_base_units(resource: str, s: Any) -> int:
     if sign:
         value = -value
     return max(INT64_MIN, min(INT64_MAX, value))
+
+
+_BINARY_UNITS = (
+    ("Ei", 1 << 60),
+    ("Pi", 1 << 50),
+    ("Ti", 1 << 40),
+    ("Gi", 1 << 30),
+    ("Mi", 1 << 20),
+    ("Ki", 1 << 10),
+)
+_BYTE_RESOURCES = ("memory", "ephemeral-storage", "storage")
+
+
+def format_amount(resource: str, value: int) -> str:
+    """A base-unit amount (``to_base_units``) in quantity notation people read: CPU as cores
+    or millicores (``8``, ``3920m``), bytes in binary units (``16Gi``, ``14.4Gi`` rounded),
+    counts as they are."""
+    if resource == "cpu":
+        return str(value // 1000) if value % 1000 == 0 else f"{value}m"
+    if resource in _BYTE_RESOURCES or resource.startswith("hugepages-"):
+        for unit, size in _BINARY_UNITS:
+            if abs(value) >= size:
+                if value % size == 0:
+                    return f"{value // size}{unit}"
+                return f"{value / size:.1f}{unit}"
+    return str(value)

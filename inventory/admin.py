@@ -8,15 +8,16 @@ from urllib.parse import urlencode
 
 from django.apps import apps
 from django.contrib import admin
-from django.db.models import Count, Q, QuerySet
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models import Count, Q, QuerySet, TextField
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 from django.forms import ModelForm
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import EMPTY, ServiceWriteMixin, age, html_table
+from core.admin import EMPTY, PortalHistory, ServiceWriteMixin, age, html_table
 from inventory.admin_tools import ClusterAdminExtras, NodeAdminExtras
 from inventory.forms import ClusterForm
 from inventory.models import Cluster, Node
@@ -117,8 +118,10 @@ def resource_text(resource: str, value: int | None) -> str:
 
 
 @admin.register(Cluster)
-class ClusterAdmin(ServiceWriteMixin, ClusterAdminExtras):
+class ClusterAdmin(ServiceWriteMixin, PortalHistory, ClusterAdminExtras):
     conflict_subject = "cluster"
+    # Its settings' changes, syncs that changed nodes, imports and label pushes.
+    history_object_type = "cluster"
     form = ClusterForm
     list_display = (
         "name",
@@ -227,6 +230,17 @@ NODE_DETAIL_FIELDS = (
 MAX_FILTER_VALUES = 30
 
 
+def label_text(key: str) -> Cast:
+    """A node label's value as plain text, for filtering and grouping on any database.
+
+    ``KeyTextTransform`` takes the key whole (dots, slashes and ``__`` are safe). The cast
+    matters: a key transform keeps the JSON lookups, whose ``exact`` on SQLite reads the
+    compared value as JSON (``JSON_EXTRACT(%s, '$')``: "malformed JSON" for ``eu-west-1a``) and
+    would compare a label ``"1"`` as a number; as text both databases compare strings.
+    """
+    return Cast(KeyTextTransform(key, "labels"), TextField())
+
+
 def label_filter(title: str, key: str) -> type[admin.SimpleListFilter]:
     """A list filter on one well-known label's value (the most common values first)."""
 
@@ -235,21 +249,22 @@ def label_filter(title: str, key: str) -> type[admin.SimpleListFilter]:
 
         def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
             rows = (
-                Node.objects.annotate(value=KeyTextTransform(key, "labels"))
+                Node.objects.annotate(value=label_text(key))
                 .exclude(value__isnull=True)
                 .values("value")
                 .annotate(count=Count("id"))
                 .order_by("-count", "value")[:MAX_FILTER_VALUES]
             )
+            if "_facets" in request.GET:
+                # "Show counts" adds the admin's own count, which follows the other filters.
+                return [(row["value"], row["value"]) for row in rows]
             return [(row["value"], f"{row['value']} ({row['count']})") for row in rows]
 
         def queryset(self, request: HttpRequest, queryset: QuerySet[Node]) -> QuerySet[Node]:
             value = self.value()
             if value is None:
                 return queryset
-            return queryset.alias(label_value=KeyTextTransform(key, "labels")).filter(
-                label_value=value
-            )
+            return queryset.alias(label_value=label_text(key)).filter(label_value=value)
 
     LabelValueFilter.title = title
     return LabelValueFilter
@@ -367,13 +382,10 @@ class NodeAdmin(NodeAdminExtras):
         for i, term in enumerate(terms):
             if "=" in term:
                 key, value = term.split("=", 1)
-                # A key transform (not a "labels__<key>" lookup, which would split the key on
-                # "__" and read lookup names in it); compared as JSON, so it works the same on
-                # PostgreSQL (-> and jsonb equality) and SQLite (JSON_EXTRACT).
+                # Not a "labels__<key>" lookup, which would split the key on "__" and read
+                # lookup names in it: the label's text, compared as text (label_text).
                 alias = f"label_search_{i}"
-                queryset = queryset.alias(**{alias: KeyTransform(key, "labels")}).filter(
-                    **{alias: value}
-                )
+                queryset = queryset.alias(**{alias: label_text(key)}).filter(**{alias: value})
             else:
                 queryset = queryset.filter(Q(name__icontains=term) | Q(labels__has_key=term))
         return queryset, False

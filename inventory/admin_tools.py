@@ -79,7 +79,11 @@ class ClusterAdminExtras(admin.ModelAdmin):
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         fieldsets = list(super().get_fieldsets(request, obj))
         if obj is not None:
-            fieldsets.append(("Inventory", {"fields": self.INVENTORY_FIELDS}))
+            fields: tuple[str, ...] = self.INVENTORY_FIELDS
+            if not self.has_change_permission(request, obj):
+                # The upload needs the change permission: no button that ends in a 403.
+                fields = tuple(f for f in fields if f != "inventory_tools")
+            fieldsets.append(("Inventory", {"fields": fields}))
         return fieldsets
 
     def get_list_display(self, request: HttpRequest) -> Any:
@@ -106,12 +110,17 @@ class ClusterAdminExtras(admin.ModelAdmin):
         if not summary["nodes"]:
             return "none: every node carries its assigned labels"
         url = reverse("admin:inventory_node_changelist") + f"?cluster__id__exact={obj.pk}"
+        how = (
+            "a static cluster has no API server to push them to; the portal's rules see them"
+            if obj.source == ClusterSource.STATIC
+            else "push them with the node list action"
+        )
         return format_html(
-            '{} nodes lack {} assigned labels (<a href="{}">nodes</a>; push them with the '
-            "node list action)",
+            '{} nodes lack {} assigned labels (<a href="{}">nodes</a>; {})',
             summary["nodes"],
             summary["labels"],
             url,
+            how,
         )
 
     @admin.display(description="inventory tools")
@@ -269,18 +278,25 @@ class NodeAdminExtras(admin.ModelAdmin):
     ) -> HttpResponse | None:
         nodes = list(queryset.select_related("cluster").order_by("cluster__name", "name"))
         by_cluster: dict[Cluster, list[Node]] = defaultdict(list)
-        static = 0
+        static: dict[str, int] = defaultdict(int)
         for node in nodes:
             if node.cluster.source == ClusterSource.KUBERNETES:
                 by_cluster[node.cluster].append(node)
             else:
-                static += 1
+                static[node.cluster.name] += 1
+        # One message, whatever was selected: static clusters have no API server to patch,
+        # and their assigned labels already apply to the portal's own rules.
+        skipped = ""
         if static:
-            self.message_user(
-                request,
-                f"{static} nodes of static clusters skipped: there is no API server to patch.",
-                messages.WARNING,
+            names = ", ".join(sorted(static))
+            skipped = (
+                f"{sum(static.values())} selected nodes belong to static clusters ({names}): "
+                "there is no API server to patch, and the portal's rules already see their "
+                "assigned labels."
             )
+        if not by_cluster:
+            self.message_user(request, f"Nothing to push. {skipped}", messages.WARNING)
+            return None
         if request.POST.get("confirm") != "yes":
             changes = [
                 (node, drift)
@@ -289,13 +305,15 @@ class NodeAdminExtras(admin.ModelAdmin):
                 if (drift := self._drift(node))
             ]
             if not changes:
-                self.message_user(request, "No selected node drifts: nothing to push.")
+                text = "Nothing to push: no selected node of a Kubernetes cluster drifts."
+                self.message_user(request, f"{text} {skipped}".strip())
                 return None
             context = {
                 **self.admin_site.each_context(request),
                 "title": "Push assigned labels to the cluster",
                 "opts": self.opts,
                 "changes": changes,
+                "skipped": skipped,
                 "queryset": nodes,
                 "action": "push_assigned_labels",
                 "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,

@@ -20,9 +20,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from engine.fit import NodeUsage
 from engine.pods import PodFacts
 from engine.podspec import HostPort, PodSpecFacts, required_terms_from, tolerations_from
-from inventory.models import Cluster, Pod, PodPhase
+from inventory.models import Cluster, Pod, PodInventory, PodPhase
 
 # Phases of pods that hold (or wait for) a node; Succeeded and Failed never reach the inventory.
 ACTIVE_PHASES = (PodPhase.PENDING, PodPhase.RUNNING, PodPhase.UNKNOWN)
@@ -89,6 +90,43 @@ def requested_by_node(cluster: Cluster) -> dict[str, dict[str, int]]:
     return totals
 
 
+def inventory_listed(cluster: Cluster) -> bool:
+    """Whether the cluster's pod inventory is known whole: a list (or a static upload) has been
+    applied. Until then no page may count pods on a node as if there were none."""
+    return PodInventory.objects.filter(cluster=cluster, listed_at__isnull=False).exists()
+
+
+def usage_by_node(cluster: Cluster, names: Iterable[str] | None = None) -> dict[str, NodeUsage]:
+    """What the pods bound to each node hold of it, as kube-scheduler's basic fit counts it
+    (``engine.fit.NodeUsage``: requests, pod count, host ports), for the named nodes (None:
+    every node with pods); one query."""
+    rows = bound_pods(cluster)
+    wanted = None if names is None else set(names)
+    if wanted is not None and len(wanted) <= 1000:
+        rows = rows.filter(node_name__in=wanted)
+    out: dict[str, NodeUsage] = {}
+    for node, requests, ports in rows.values_list("node_name", "requests", "host_ports").iterator(
+        chunk_size=5000
+    ):
+        if wanted is not None and node not in wanted:
+            continue
+        usage = out.get(node)
+        if usage is None:
+            usage = out[node] = NodeUsage()
+        _add(usage.requested, requests)
+        usage.pods += 1
+        usage.host_ports.extend(_host_ports(ports))
+    return out
+
+
+def _host_ports(raw: Any) -> tuple[HostPort, ...]:
+    return tuple(
+        HostPort(int(p["port"]), str(p.get("protocol", "TCP")), str(p.get("host_ip", "0.0.0.0")))
+        for p in raw or ()
+        if isinstance(p, dict) and isinstance(p.get("port"), int)
+    )
+
+
 def pod_facts(pod: Pod) -> PodFacts:
     """What policies select a pod by: namespace and labels (name and uid identify it)."""
     labels = pod.labels if isinstance(pod.labels, dict) else {}
@@ -104,11 +142,7 @@ def pod_spec_facts(pod: Pod) -> PodSpecFacts:
                 "requiredDuringSchedulingIgnoredDuringExecution": pod.required_affinity
             }
         }
-    ports = tuple(
-        HostPort(int(p["port"]), str(p.get("protocol", "TCP")), str(p.get("host_ip", "0.0.0.0")))
-        for p in pod.host_ports or ()
-        if isinstance(p, dict) and isinstance(p.get("port"), int)
-    )
+    ports = _host_ports(pod.host_ports)
     return PodSpecFacts(
         requests={k: v for k, v in (pod.requests or {}).items() if isinstance(v, int)},
         node_selector=dict(pod.node_selector or {}),

@@ -220,4 +220,7 @@ def pods_replace_static(*, cluster: Cluster, objects: Iterable[Any]) -> PodApply
     from inventory.pod_records import pod_record
 
     records = [r for r in map(pod_record, objects) if r is not None]
-    return pods_apply(cluster=cluster, records=records, replace=True)
+    result = pods_apply(cluster=cluster, records=records, replace=True)
+    # An upload is the whole list: the inventory is as known as after a list.
+    pod_inventory_listed(cluster, resource_version="", seen=len(records))
+    return result

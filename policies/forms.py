@@ -19,6 +19,7 @@ from inventory.forms import add_content_errors
 from policies.expectations import broken_by_assignment
 from policies.formfields import ListTextField, MapTextField, RequirementsTextField
 from policies.models import FilterRule, LabelAssignment, Policy, WeightRule
+from policies.preview import preview_label_assignment
 from policies.validation import (
     clean_filter_rule,
     clean_label_assignment,
@@ -276,11 +277,12 @@ class LabelAssignmentForm(VersionedForm):
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "placeholder": "example.com/pool=gpu"}),
     )
 
-    confirm_expectations = forms.BooleanField(
+    # Rendered in the label preview (next to the warnings it confirms), not in a fieldset.
+    confirm_warnings = forms.BooleanField(
         required=False,
-        label="Save even if it breaks expectations",
-        help_text="Changed labels change which nodes pods may land on: a change that makes a "
-        "passing expectation fail is refused unless this is ticked.",
+        label="Save anyway: I have read the warnings",
+        help_text="A selector that matches no node, a label no node carries, or a change that "
+        "makes a passing expectation fail is held until this is ticked.",
     )
 
     class Meta:
@@ -296,19 +298,40 @@ class LabelAssignmentForm(VersionedForm):
     def clean(self) -> dict[str, Any]:
         super().clean()
         cleaned = self.cleaned_data
+        # The label preview of this draft, with its warnings: kept for the page (held saves).
+        self.draft_report: dict[str, Any] | None = None
         try:
             self.content = clean_label_assignment(self.service_data(cleaned))
         except ContentError as exc:
             add_content_errors(self, move_paths(exc, NODE_SELECTOR_MOVES))
             return cleaned
-        if not self.errors and not cleaned.get("confirm_expectations"):
-            name = self.instance.name if self.instance.pk else self.content["name"]
-            for broken in broken_by_assignment(name, self.content):
+        if self.errors:
+            return cleaned
+        name = self.instance.name if self.instance.pk else self.content["name"]
+        broken = broken_by_assignment(name, self.content)
+        try:
+            self.draft_report = preview_label_assignment(self.content)
+        except ContentError as exc:
+            add_content_errors(self, exc)
+            return cleaned
+        self.draft_report["broken_expectations"] = broken
+        warnings = self.draft_report["warnings"]
+        if (warnings or broken) and not cleaned.get("confirm_warnings"):
+            for item in broken:
                 self.add_error(
                     None,
-                    f"Breaks expectation {broken['name']} in {broken['cluster']}: "
-                    f"{broken['message']}. Tick “Save even if it breaks expectations” to save.",
+                    f"Breaks expectation {item['name']} in {item['cluster']}: {item['message']}.",
                 )
+            parts = []
+            if warnings:
+                parts.append(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
+            if broken:
+                parts.append(f"breaks {len(broken)} expectation{'s' if len(broken) != 1 else ''}")
+            self.add_error(
+                None,
+                f"Not saved yet: this change has {' and '.join(parts)}. Read the label preview "
+                "below, then tick “Save anyway” and save again.",
+            )
         return cleaned
 
     @staticmethod

@@ -13,6 +13,7 @@ from typing import Any
 
 from core.errors import ContentError
 from engine import preview as engine
+from engine.assignment_checks import assignment_warnings
 from engine.facts import NodeFacts
 from engine.pods import PodFacts
 from engine.snapshot import ClusterSnapshot
@@ -148,8 +149,10 @@ def preview_label_assignment(data: Any) -> dict[str, Any]:
         for row in LabelAssignment.objects.filter(enabled=True).select_related("cluster")
         if row.name != content["name"]
     ]
+    selector = assignment_spec_from_content(content).selector
     draft = assignment_spec_from_content(content) if content["enabled"] else None
     result = []
+    scoped: list[tuple[str, dict]] = []
     for cluster in clusters:
 
         def applies(scope: str | None, name: str = cluster.name) -> bool:
@@ -175,4 +178,12 @@ def preview_label_assignment(data: Any) -> dict[str, Any]:
         ]
         impact = engine.assignment_impact(draft, saved, specs, nodes)
         result.append({"cluster": cluster.name, **asdict(impact)})
-    return {"name": content["name"], "saved": saved_content is not None, "clusters": result}
+        scoped.extend(nodes)
+    where = f" of cluster {content['cluster']}" if content["cluster"] else ""
+    return {
+        "name": content["name"],
+        "saved": saved_content is not None,
+        "clusters": result,
+        # A typo in the selector, or a selector that labels nothing: held until confirmed.
+        "warnings": [asdict(w) for w in assignment_warnings(selector, scoped, where=where)],
+    }

@@ -13,9 +13,10 @@ from typing import Any
 
 from django.db import transaction
 
+from inventory.imports import nodes_import
 from inventory.models import Cluster, ClusterSource, Node, Pod, UnknownNodeAction
 from inventory.pod_services import pods_replace_static
-from inventory.services import cluster_create, nodes_apply
+from inventory.services import cluster_create
 from policies.models import LabelAssignment, Policy
 from policies.services import label_assignment_create, policy_create
 
@@ -463,8 +464,9 @@ def demo_seed(*, actor: Any = None) -> SeedResult:
         )
         result.cluster_created = True
     # Nodes only into an empty static cluster: an inventory someone changed stays as it is.
+    # Loaded as an upload is, so the cluster records its import (state, time, counts, audit).
     if cluster.source == ClusterSource.STATIC and not Node.objects.filter(cluster=cluster).exists():
-        applied = nodes_apply(cluster=cluster, objects=demo_nodes(), replace=True)
+        applied = nodes_import(actor=actor, cluster=cluster, objects=demo_nodes())
         result.nodes_added = applied.added
     # Pods likewise: only into an empty pod inventory.
     if cluster.source == ClusterSource.STATIC and not Pod.objects.filter(cluster=cluster).exists():

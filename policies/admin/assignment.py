@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
@@ -15,17 +16,32 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import ServiceWriteMixin, labels_text
-from core.errors import ContentError, ExpectationsBroken
-from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
+from core.admin import PortalHistory, ServiceWriteMixin, labels_text
+from policies.admin.common import HISTORY_FIELDS, cluster_display, plural, version_rows
+from policies.admin.confirm import assignment_item, confirmation_page, confirmed
+from policies.admin.readonly import (
+    ViewOnlyFields,
+    can_edit,
+    display,
+    label_lines,
+    lines,
+    requirement_lines,
+    scope,
+)
+from policies.content import label_assignment_content
 from policies.forms import LabelAssignmentForm
-from policies.models import LabelAssignment
+from policies.models import LabelAssignment, LabelAssignmentVersion
 from policies.preview import preview_label_assignment
 from policies.services import (
     label_assignment_create,
     label_assignment_delete,
     label_assignment_set_enabled,
     label_assignment_update,
+)
+
+KEPT_VERSIONS = (
+    "A deleted label assignment's versions stay (Label assignment versions, by name), with "
+    "the content to create it again; the audit log records who deleted it."
 )
 
 
@@ -43,9 +59,26 @@ def selector_summary(selector: dict) -> str:
 
 
 @admin.register(LabelAssignment)
-class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
+class LabelAssignmentAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, admin.ModelAdmin):
     form = LabelAssignmentForm
+    history_object_type = "label_assignment"
     conflict_subject = "label assignment"
+    # For those who may only view: the stored selector and labels, not the editor's fields.
+    view_fields = {
+        "cluster": "cluster_shown",
+        "node_names": "node_names_shown",
+        "node_expressions": "node_expressions_shown",
+        "labels": "labels_shown",
+    }
+    cluster_shown = display("cluster", scope)
+    node_names_shown = display(
+        "node names", lambda a: lines(a.node_selector.get("node_names") or [], "any name")
+    )
+    node_expressions_shown = display(
+        "node label expressions",
+        lambda a: requirement_lines(a.node_selector.get("match_expressions"), "none"),
+    )
+    labels_shown = display("labels", lambda a: label_lines(a.labels, "none"))
     list_display = (
         "name",
         "cluster_name",
@@ -59,7 +92,7 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
     list_filter = ("cluster", "enabled")
     list_select_related = ("cluster",)
     search_fields = ("name", "description")
-    actions = ("enable_assignments", "disable_assignments")
+    actions = ("delete_selected", "enable_assignments", "disable_assignments")
     fieldsets = (
         (
             None,
@@ -74,7 +107,7 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
             },
         ),
         ("Nodes it labels", {"fields": ("node_names", "node_expressions", "labels")}),
-        ("Change note", {"fields": ("change_note", "confirm_expectations")}),
+        ("Change note", {"fields": ("change_note",)}),
         ("History", {"fields": (*HISTORY_FIELDS, "versions_link"), "classes": ("collapse",)}),
     )
 
@@ -82,6 +115,16 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
         self, request: HttpRequest, obj: LabelAssignment | None = None
     ) -> list[str]:
         return [*super().get_readonly_fields(request, obj), *HISTORY_FIELDS, "versions_link"]
+
+    def history_versions(
+        self, request: HttpRequest, obj: LabelAssignment
+    ) -> tuple[list[dict], str]:
+        rows = version_rows(
+            LabelAssignmentVersion.objects.filter(assignment=obj),
+            "admin:policies_labelassignmentversion_change",
+        )
+        url = reverse("admin:policies_labelassignmentversion_changelist")
+        return rows, f"{url}?{urlencode({'assignment__id__exact': obj.pk})}"
 
     @admin.display(description="versions")
     def versions_link(self, obj: LabelAssignment) -> SafeString | str:
@@ -105,6 +148,22 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
     def selector_display(self, obj: LabelAssignment) -> str:
         return selector_summary(obj.node_selector)
 
+    def render_change_form(
+        self, request: HttpRequest, context: dict, *args: Any, **kwargs: Any
+    ) -> Any:
+        # A held save shows its label preview, warnings and the "Save anyway" box.
+        adminform = context.get("adminform")
+        context["draft_report"] = (
+            getattr(adminform.form, "draft_report", None) if adminform else None
+        )
+        original = context.get("original")
+        context["can_edit"] = can_edit(self, request, original)
+        if not context["can_edit"] and original is not None:
+            # Nothing to preview: which nodes the saved assignment labels now.
+            context["draft_report"] = preview_label_assignment(label_assignment_content(original))
+            context["preview_title"] = "What it does now"
+        return super().render_change_form(request, context, *args, **kwargs)
+
     def get_urls(self) -> list:
         view = self.admin_site.admin_view(self.preview_view)
         return [
@@ -122,12 +181,10 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
         obj = self.get_object(request, object_id) if object_id.isdigit() else None
         form_class = self.get_form(request, obj, change=obj is not None)
         form = form_class(request.POST, instance=obj or LabelAssignment())
-        report = None
-        if form.is_valid():
-            try:
-                report = preview_label_assignment(cast(LabelAssignmentForm, form).content)
-            except ContentError:
-                report = None
+        # The form builds the report as it validates; warnings that would hold a save make it
+        # "invalid" but are what the preview is for.
+        form.is_valid()
+        report = getattr(form, "draft_report", None)
         return TemplateResponse(
             request,
             "admin/policies/labelassignment/draft_preview.html",
@@ -139,7 +196,8 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
     ) -> None:
         data = LabelAssignmentForm.service_data(form.cleaned_data)
         note = form.cleaned_data.get("change_note") or ""
-        force = bool(form.cleaned_data.get("confirm_expectations"))
+        # Warnings and broken expectations held the save until "Save anyway" (the form).
+        force = bool(form.cleaned_data.get("confirm_warnings"))
         if change:
             saved = label_assignment_update(
                 actor=request.user,
@@ -161,33 +219,100 @@ class LabelAssignmentAdmin(ServiceWriteMixin, admin.ModelAdmin):
         for assignment in queryset:
             label_assignment_delete(actor=request.user, assignment=assignment, force=True)
 
-    def _set_enabled(
-        self, request: HttpRequest, queryset: QuerySet[LabelAssignment], enabled: bool
-    ) -> None:
-        changed = 0
+    def render_delete_form(self, request: HttpRequest, context: dict) -> HttpResponse:
+        # Shown before the delete: the nodes it labels now, the effective labels that change
+        # and the expectations that break once it is gone.
+        obj = context.get("object")
+        if isinstance(obj, LabelAssignment):
+            context["delete_item"] = assignment_item(obj, None)
+            context["restorable"] = KEPT_VERSIONS
+        return super().render_delete_form(request, context)
+
+    # Actions: shown first on the confirmation page (policies/admin/confirm.py), then one
+    # service call per assignment, so each change is versioned and audited.
+
+    def _confirm_then_apply(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[LabelAssignment],
+        *,
+        action: str,
+        title: str,
+        after: Callable[[dict], dict | None],
+        apply: Callable[[LabelAssignment], Any],
+        done: str,
+        note: str = "",
+    ) -> TemplateResponse | None:
+        if not confirmed(request):
+            items = [assignment_item(a, after(dict(label_assignment_content(a)))) for a in queryset]
+            return confirmation_page(
+                self,
+                request,
+                title=title,
+                action=action,
+                selected=queryset,
+                items=items,
+                button=f"Yes, {title[0].lower()}{title[1:]}",
+                note=note,
+            )
+        names = []
         for assignment in queryset:
-            try:
-                saved = label_assignment_set_enabled(
-                    actor=request.user, assignment=assignment, enabled=enabled
-                )
-            except ExpectationsBroken as exc:
-                # No confirmation step here: edit the assignment to confirm such a change.
-                self.message_user(request, f"{assignment.name} not changed: {exc}", messages.ERROR)
-                continue
-            changed += saved.version != assignment.version
-        done = "enabled" if enabled else "disabled"
+            if apply(assignment) is not False:
+                names.append(assignment.name)
         self.message_user(
             request,
-            f"{plural(changed, 'label assignment', 'label assignments')} {done}.",
+            f"{plural(len(names), 'label assignment', 'label assignments')} {done}"
+            + (f": {', '.join(sorted(names))}." if names else "."),
             messages.SUCCESS,
+        )
+        return None
+
+    def _set_enabled(
+        self, request: HttpRequest, queryset: QuerySet[LabelAssignment], enabled: bool
+    ) -> TemplateResponse | None:
+        def apply(assignment: LabelAssignment) -> bool:
+            saved = label_assignment_set_enabled(
+                actor=request.user, assignment=assignment, enabled=enabled, force=True
+            )
+            return saved.version != assignment.version
+
+        word = "Enable" if enabled else "Disable"
+        return self._confirm_then_apply(
+            request,
+            queryset,
+            action=f"{word.lower()}_assignments",
+            title=f"{word} label assignments",
+            after=lambda content: {**content, "enabled": enabled},
+            apply=apply,
+            done="enabled" if enabled else "disabled",
         )
 
     @admin.action(description="Enable selected label assignments", permissions=["change"])
-    def enable_assignments(self, request: HttpRequest, queryset: QuerySet[LabelAssignment]) -> None:
-        self._set_enabled(request, queryset, True)
+    def enable_assignments(
+        self, request: HttpRequest, queryset: QuerySet[LabelAssignment]
+    ) -> TemplateResponse | None:
+        return self._set_enabled(request, queryset, True)
 
     @admin.action(description="Disable selected label assignments", permissions=["change"])
     def disable_assignments(
         self, request: HttpRequest, queryset: QuerySet[LabelAssignment]
-    ) -> None:
-        self._set_enabled(request, queryset, False)
+    ) -> TemplateResponse | None:
+        return self._set_enabled(request, queryset, False)
+
+    @admin.action(description="Delete selected label assignments", permissions=["delete"])
+    def delete_selected(
+        self, request: HttpRequest, queryset: QuerySet[LabelAssignment]
+    ) -> TemplateResponse | None:
+        def apply(assignment: LabelAssignment) -> None:
+            label_assignment_delete(actor=request.user, assignment=assignment, force=True)
+
+        return self._confirm_then_apply(
+            request,
+            queryset,
+            action="delete_selected",
+            title="Delete label assignments",
+            after=lambda content: None,
+            apply=apply,
+            done="deleted",
+            note=KEPT_VERSIONS,
+        )

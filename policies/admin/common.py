@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+from django.db.models import QuerySet
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -54,3 +56,20 @@ def version_diff(
 
     body = format_html_join("\n", '<span class="{}">{}</span>', ((css(x), x) for x in lines))
     return format_html('<pre class="portal-diff">{}</pre>', body)
+
+
+HISTORY_VERSIONS = 50
+
+
+def version_rows(versions: QuerySet, url_name: str) -> list[dict[str, Any]]:
+    """The newest versions for an object's history page, each linked to its diff."""
+    return [
+        {
+            "version": v.version,
+            "created_at": v.created_at,
+            "author": v.author_name,
+            "note": v.note,
+            "url": reverse(url_name, args=[v.pk]),
+        }
+        for v in versions.order_by("-version")[:HISTORY_VERSIONS]
+    ]

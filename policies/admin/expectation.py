@@ -15,11 +15,20 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import ServiceWriteMixin
+from core.admin import PortalHistory, ServiceWriteMixin
 from core.errors import ContentError
 from inventory.forms import add_content_errors
 from policies.admin.common import HISTORY_FIELDS, cluster_display
+from policies.admin.readonly import (
+    ViewOnlyFields,
+    display,
+    label_lines,
+    lines,
+    requirement_lines,
+    scope,
+)
 from policies.expectations import (
+    OBJECT_TYPE,
     current_outcomes,
     expectation_create,
     expectation_delete,
@@ -64,12 +73,15 @@ class ExpectationForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        cast(forms.ModelChoiceField, self.fields["cluster"]).empty_label = EVERY_CLUSTER
-        self.fields["kind"].help_text = (
-            "must be able to land on: at least one node like these passes every policy; "
-            "must never land on: none passes; must score highest: the best-scoring passing "
-            "nodes are all like these."
-        )
+        # A view-only form has no model fields (the admin shows stored values instead).
+        if "cluster" in self.fields:
+            cast(forms.ModelChoiceField, self.fields["cluster"]).empty_label = EVERY_CLUSTER
+        if "kind" in self.fields:
+            self.fields["kind"].help_text = (
+                "must be able to land on: at least one node like these passes every policy; "
+                "must never land on: none passes; must score highest: the best-scoring passing "
+                "nodes are all like these."
+            )
         if self.instance.pk:
             pod = self.instance.pod or {}
             selector = self.instance.node_selector or {}
@@ -121,8 +133,29 @@ def outcome_html(obj: Expectation, results: list[dict]) -> SafeString | str:
 
 
 @admin.register(Expectation)
-class ExpectationAdmin(ServiceWriteMixin, admin.ModelAdmin):
+class ExpectationAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, admin.ModelAdmin):
     form = ExpectationForm
+    history_object_type = OBJECT_TYPE
+    # For those who may only view: the stored pod and node selector.
+    view_fields = {
+        "cluster": "cluster_shown",
+        "namespace": "namespace_shown",
+        "pod_labels": "pod_labels_shown",
+        "node_names": "node_names_shown",
+        "node_expressions": "node_expressions_shown",
+    }
+    cluster_shown = display("cluster", scope)
+    namespace_shown = display("namespace", lambda e: (e.pod or {}).get("namespace") or "default")
+    pod_labels_shown = display(
+        "pod labels", lambda e: label_lines((e.pod or {}).get("labels"), "none")
+    )
+    node_names_shown = display(
+        "node names", lambda e: lines((e.node_selector or {}).get("node_names") or [], "any name")
+    )
+    node_expressions_shown = display(
+        "node label expressions",
+        lambda e: requirement_lines((e.node_selector or {}).get("match_expressions"), "none"),
+    )
     list_display = ("name", "kind", "cluster_name", "enabled", "updated_at")
     list_filter = ("kind", "enabled", "cluster")
     list_select_related = ("cluster",)

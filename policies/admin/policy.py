@@ -6,13 +6,11 @@ makes exactly one version and one audit entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlencode
 
-from django.contrib import admin, messages
-from django.contrib.admin.actions import delete_selected as django_delete_selected
+from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
@@ -24,10 +22,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from core.admin import EMPTY, ServiceWriteMixin
+from core.admin import EMPTY, PortalHistory, ServiceWriteMixin
 from engine.preview import enforcement
-from policies.admin.common import HISTORY_FIELDS, cluster_display, plural
-from policies.admin.confirm import confirmation_page, confirmed, policy_changes
+from policies.admin.common import HISTORY_FIELDS, cluster_display, version_rows
 from policies.admin.draft import (
     CONFIRM_FIELD,
     PREVIEW_BUTTON,
@@ -36,18 +33,25 @@ from policies.admin.draft import (
     draft_report,
     editor_hints,
 )
+from policies.admin.policy_actions import PolicyActions
+from policies.admin.readonly import (
+    FilterRuleTable,
+    ViewOnlyFields,
+    WeightRuleTable,
+    can_edit,
+    display,
+    label_lines,
+    lines,
+    requirement_lines,
+    scope,
+)
 from policies.admin.yaml_editor import yaml_view
 from policies.compile import current_snapshot
 from policies.content import policy_content
-from policies.expectations import broken_by
 from policies.forms import FilterRuleForm, PolicyForm, RuleInlineFormSet, WeightRuleForm
-from policies.models import FilterRule, Policy, PolicyMode, PolicyVersion, WeightRule
+from policies.models import FilterRule, Policy, PolicyVersion, WeightRule
 from policies.services import (
-    policy_clone,
     policy_create,
-    policy_delete,
-    policy_set_enabled,
-    policy_set_mode,
     policy_update,
 )
 
@@ -105,10 +109,29 @@ ENFORCEMENT = "Where each rule is enforced"
 
 
 @admin.register(Policy)
-class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
+class PolicyAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, PolicyActions):
     form = PolicyForm
+    history_object_type = "policy"
     conflict_subject = "policy"
     inlines = (FilterRuleInline, WeightRuleInline)
+    # For those who may only view: the stored selector, not the editor's empty fields.
+    view_fields = {
+        "cluster": "cluster_shown",
+        "namespaces": "namespaces_shown",
+        "pod_labels": "pod_labels_shown",
+        "pod_expressions": "pod_expressions_shown",
+    }
+    cluster_shown = display("cluster", scope)
+    namespaces_shown = display(
+        "namespaces", lambda p: lines(p.pod_selector.get("namespaces") or [], "every namespace")
+    )
+    pod_labels_shown = display(
+        "pod labels", lambda p: label_lines(p.pod_selector.get("match_labels"), "any labels")
+    )
+    pod_expressions_shown = display(
+        "pod label expressions",
+        lambda p: requirement_lines(p.pod_selector.get("match_expressions"), "none"),
+    )
     list_display = (
         "name",
         "cluster_name",
@@ -163,6 +186,11 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
                 weight_total=Count("weight_rules", distinct=True),
             )
         )
+
+    def get_inlines(self, request: HttpRequest, obj: Policy | None) -> Any:
+        if obj is not None and not can_edit(self, request, obj):
+            return (FilterRuleTable, WeightRuleTable)
+        return super().get_inlines(request, obj)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Policy | None = None) -> list[str]:
         return [
@@ -230,6 +258,13 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
     def weight_rule_count(self, obj: Policy) -> int:
         return int(getattr(obj, "weight_total", 0))  # annotated by get_queryset
 
+    def history_versions(self, request: HttpRequest, obj: Policy) -> tuple[list[dict], str]:
+        return version_rows(
+            PolicyVersion.objects.filter(policy=obj), "admin:policies_policyversion_change"
+        ), reverse("admin:policies_policyversion_changelist") + "?" + urlencode(
+            {"policy__id__exact": obj.pk}
+        )
+
     @admin.display(description="versions")
     def versions_link(self, obj: Policy) -> SafeString | str:
         if obj.pk is None:
@@ -254,7 +289,16 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
         self, request: HttpRequest, context: dict, *args: Any, **kwargs: Any
     ) -> Any:
         check = getattr(request, "portal_draft_check", None)
+        original = context.get("original")
+        context["can_edit"] = can_edit(self, request, original)
         context["draft_report"] = check.report if check else None
+        if not context["can_edit"] and original is not None:
+            # Nothing to preview: what the saved policy does now, for the same pod.
+            report = draft_report(dict(policy_content(original)), None)
+            for cluster in report["clusters"]:
+                cluster.pop("change", None)  # compared with itself: nothing to say
+            context["draft_report"] = report
+            context["preview_title"] = "What it does now"
         context["draft_hold"] = check.non_form_errors() if check else None
         context["confirm_field"] = CONFIRM_FIELD
         context["preview_button"] = PREVIEW_BUTTON
@@ -339,163 +383,3 @@ class PolicyAdmin(ServiceWriteMixin, admin.ModelAdmin):
         # Point the admin's object at the saved row so its redirect and log entry work.
         form.instance.pk = saved.pk
         form.instance.version = saved.version
-
-    def delete_model(self, request: HttpRequest, obj: Policy) -> None:
-        # The delete confirmation page listed the expectations this breaks.
-        policy_delete(actor=request.user, policy=obj, force=True)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
-        for policy in queryset:
-            policy_delete(actor=request.user, policy=policy, force=True)
-
-    def render_delete_form(self, request: HttpRequest, context: dict) -> HttpResponse:
-        # Shown before the delete: the expectations that pass now and fail without it.
-        obj = context.get("object")
-        names = [obj.name] if obj is not None else [p.name for p in context.get("queryset", ())]
-        context["broken_expectations"] = broken_by(dict.fromkeys(names))
-        return super().render_delete_form(request, context)
-
-    @admin.action(description="Delete selected policies", permissions=["delete"])
-    def delete_selected(
-        self, request: HttpRequest, queryset: QuerySet[Policy]
-    ) -> HttpResponse | None:
-        """Django's bulk delete, its confirmation page also listing broken expectations."""
-        response = django_delete_selected(self, request, queryset)
-        if isinstance(response, TemplateResponse) and response.context_data is not None:
-            names = [policy.name for policy in queryset]
-            response.context_data["broken_expectations"] = broken_by(dict.fromkeys(names))
-        return response
-
-    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple:
-        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
-        # Versions are never deleted on their own, but they go with their policy.
-        perms_needed.discard(PolicyVersion._meta.verbose_name)
-        return deleted, counts, perms_needed, protected
-
-    # Actions: one service call per policy, so each change is versioned and audited.
-
-    def _apply(
-        self,
-        request: HttpRequest,
-        queryset: QuerySet[Policy],
-        change: Callable[[Policy], Policy],
-        done: str,
-    ) -> None:
-        changed = 0
-        total = 0
-        for policy in queryset:
-            total += 1
-            if change(policy).version != policy.version:
-                changed += 1
-        unchanged = total - changed
-        text = f"{plural(changed, 'policy', 'policies')} {done}"
-        if unchanged:
-            text += f"; {unchanged} already {done}"
-        self.message_user(request, text + ".", messages.SUCCESS)
-
-    def _confirm_then_apply(
-        self,
-        request: HttpRequest,
-        queryset: QuerySet[Policy],
-        *,
-        action: str,
-        title: str,
-        field: str,
-        value: Any,
-        apply: Callable[[Policy], Policy],
-        done: str,
-    ) -> TemplateResponse | None:
-        """First the diff and impact of each policy (policies/admin/confirm.py), then the change."""
-        if not confirmed(request):
-            items = policy_changes(queryset, lambda content: {**content, field: value})
-            return confirmation_page(
-                self,
-                request,
-                title=title,
-                action=action,
-                selected=queryset,
-                items=items,
-                button=f"Yes, {title[0].lower()}{title[1:]}",
-            )
-        self._apply(request, queryset, apply, done)
-        return None
-
-    @admin.action(description="Enable selected policies", permissions=["change"])
-    def enable_policies(
-        self, request: HttpRequest, queryset: QuerySet[Policy]
-    ) -> TemplateResponse | None:
-        return self._confirm_then_apply(
-            request,
-            queryset,
-            action="enable_policies",
-            title="Enable policies",
-            field="enabled",
-            value=True,
-            apply=lambda p: policy_set_enabled(
-                actor=request.user, policy=p, enabled=True, force=True
-            ),
-            done="enabled",
-        )
-
-    @admin.action(description="Disable selected policies", permissions=["change"])
-    def disable_policies(
-        self, request: HttpRequest, queryset: QuerySet[Policy]
-    ) -> TemplateResponse | None:
-        return self._confirm_then_apply(
-            request,
-            queryset,
-            action="disable_policies",
-            title="Disable policies",
-            field="enabled",
-            value=False,
-            apply=lambda p: policy_set_enabled(
-                actor=request.user, policy=p, enabled=False, force=True
-            ),
-            done="disabled",
-        )
-
-    @admin.action(description="Switch selected policies to dry-run", permissions=["change"])
-    def switch_to_dry_run(
-        self, request: HttpRequest, queryset: QuerySet[Policy]
-    ) -> TemplateResponse | None:
-        return self._confirm_then_apply(
-            request,
-            queryset,
-            action="switch_to_dry_run",
-            title="Switch policies to dry-run",
-            field="mode",
-            value=PolicyMode.DRY_RUN.value,
-            apply=lambda p: policy_set_mode(
-                actor=request.user, policy=p, mode=PolicyMode.DRY_RUN, force=True
-            ),
-            done="in dry-run",
-        )
-
-    @admin.action(description="Switch selected policies to enforce", permissions=["change"])
-    def switch_to_enforce(
-        self, request: HttpRequest, queryset: QuerySet[Policy]
-    ) -> TemplateResponse | None:
-        return self._confirm_then_apply(
-            request,
-            queryset,
-            action="switch_to_enforce",
-            title="Switch policies to enforce",
-            field="mode",
-            value=PolicyMode.ENFORCE.value,
-            apply=lambda p: policy_set_mode(
-                actor=request.user, policy=p, mode=PolicyMode.ENFORCE, force=True
-            ),
-            done="enforcing",
-        )
-
-    @admin.action(
-        description="Clone selected policies (copies start disabled)", permissions=["add"]
-    )
-    def clone_policies(self, request: HttpRequest, queryset: QuerySet[Policy]) -> None:
-        names = [policy_clone(actor=request.user, policy=p).name for p in queryset]
-        self.message_user(
-            request,
-            f"Cloned {plural(len(names), 'policy', 'policies')} as {', '.join(names)} "
-            "(disabled until you enable them).",
-            messages.SUCCESS,
-        )

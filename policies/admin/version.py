@@ -14,8 +14,13 @@ from django.utils.safestring import SafeString
 from core.admin import ReadOnlyAdmin, json_pre
 from core.errors import ContentError
 from policies.admin.common import version_diff
-from policies.admin.confirm import change_item, confirmation_page, confirmed
-from policies.content import label_assignment_content, policy_content
+from policies.admin.confirm import (
+    assignment_item,
+    change_item,
+    confirmation_page,
+    confirmed,
+)
+from policies.content import policy_content
 from policies.models import LabelAssignmentVersion, Policy, PolicyVersion
 from policies.services import label_assignment_rollback, policy_restore, policy_rollback
 
@@ -131,7 +136,7 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
         old = selected[0]
         if not confirmed(request):
             item = change_item(
-                Policy(name=old.policy_name), {}, {**old.content, "name": old.policy_name}
+                Policy(name=old.policy_name), None, {**old.content, "name": old.policy_name}
             )
             item["label"] = (
                 f"{old.policy_name}: created again with the content of version {old.version}"
@@ -223,17 +228,12 @@ class LabelAssignmentVersionAdmin(ReadOnlyAdmin):
             return None
         old = selected[0]
         if not confirmed(request):
-            after = {**old.content, "name": assignment.name}
-            item = {
-                "label": f"{assignment.name}: version {assignment.version} → content of "
-                f"version {old.version}",
-                "policy": assignment,
-                "unchanged": label_assignment_content(assignment) == after,
-                "diff": version_diff(
-                    label_assignment_content(assignment), after, ("now", "after this change")
-                ),
-                "report": None,
-            }
+            item = assignment_item(
+                assignment,
+                {**old.content, "name": assignment.name},
+                f"{assignment.name}: version {assignment.version} → content of version "
+                f"{old.version}",
+            )
             return confirmation_page(
                 self,
                 request,

@@ -58,7 +58,7 @@ def yaml_view(modeladmin: Any, request: HttpRequest, object_id: str) -> HttpResp
     opts = Policy._meta
     context = {
         **modeladmin.admin_site.each_context(request),
-        "title": f"Edit {policy.name} as YAML",
+        "title": f"{'Edit ' if can_change else ''}{policy.name} as YAML",
         "subtitle": None,
         "opts": opts,
         "original": policy,

@@ -309,7 +309,9 @@ class LabelAssignmentViewSet(ContentViewSet):
             "What this label assignment would do if saved, writing nothing: per cluster, the "
             "nodes its selector matches and each node whose effective labels change (labels "
             "added, changed from/to, removed), compared with the saved assignment of the same "
-            "name and with every other assignment applied as now."
+            "name and with every other assignment applied as now; and warnings (a label key or "
+            "value no node carries, with the closest existing ones; a name glob that matches "
+            "no node; a selector that matches no node at all)."
         ),
     )
     @action(detail=False, methods=["post"])

@@ -109,3 +109,37 @@ def test_an_invalid_draft_is_a_400_naming_the_field(editor, inventory):
 
 def test_a_viewer_may_preview(viewer, inventory):
     assert viewer.post(URL, assignment_data("gpu-tier"), format="json").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("selector", "codes", "message"),
+    [
+        pytest.param(
+            {"match_expressions": [{"key": "zon", "operator": "In", "values": ["a"]}]},
+            {"unknown_key", "matches_no_nodes"},
+            "No node carries the label zon; did you mean zone?",
+            id="typo-key",
+        ),
+        pytest.param(
+            {"match_expressions": [{"key": "zone", "operator": "In", "values": ["c"]}]},
+            {"unknown_value", "matches_no_nodes"},
+            "No node has zone=c. Values on the nodes: a, b.",
+            id="unknown-value",
+        ),
+        pytest.param(
+            {"node_names": ["gpu-*", "tpu-*"]},
+            {"unmatched_name"},
+            "No node name matches tpu-*.",
+            id="glob-matching-nothing",
+        ),
+        pytest.param({"node_names": ["gpu-*"]}, set(), "", id="sound"),
+    ],
+)
+def test_the_preview_warns_about_a_selector_that_labels_nothing(
+    editor, inventory, selector: dict, codes: set[str], message: str
+) -> None:
+    draft = assignment_data("draft", node_selector=selector, labels={"example.com/x": "y"})
+    result = editor.post(URL, draft, format="json").json()
+    assert {w["code"] for w in result["warnings"]} == codes
+    if message:
+        assert message in [w["message"] for w in result["warnings"]]

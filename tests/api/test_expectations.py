@@ -353,6 +353,6 @@ def test_the_assignment_form_asks_before_breaking_an_expectation(client, admin_u
     assert held.status_code == 200
     assert "Breaks expectation lands-on-gpu" in held.content.decode()
     assert LabelAssignment.objects.get(pk=assignment.pk).version == 1
-    saved = client.post(change_url(assignment), {**data, "confirm_expectations": "on"})
+    saved = client.post(change_url(assignment), {**data, "confirm_warnings": "on"})
     assert saved.status_code == 302
     assert LabelAssignment.objects.get(pk=assignment.pk).version == 2

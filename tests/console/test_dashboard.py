@@ -9,11 +9,17 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.utils import timezone
 
+from core.models import AuditEntry
 from extender.models import Decision
 from inventory.models import Cluster, SyncState
 from inventory.services import nodes_apply
-from policies.models import Policy
-from policies.services import policy_create, policy_update
+from policies.models import LabelAssignment, Policy
+from policies.services import (
+    label_assignment_create,
+    label_assignment_update,
+    policy_create,
+    policy_update,
+)
 from portal.demo import demo_seed
 from tests.factories import make_cluster, node_object
 
@@ -65,7 +71,8 @@ def test_the_landing_page_answers_the_operator_questions(admin_client: Client) -
     html = page.content.decode()
     # Clusters: the demo's inventory, fresh from its upload, ready / total.
     assert "demo" in html
-    assert "imported" in html
+    assert '<span class="console-badge ok">ok</span>' in html
+    assert "last successful import" in html
     assert "59 / 60" in html
     # Policies by mode and the last changes.
     assert "enforce" in html
@@ -89,6 +96,54 @@ def test_a_typo_in_a_label_key_is_a_problem_until_fixed(admin_client: Client) ->
     html = admin_client.get("/admin/").content.decode()
     assert "is on no node" not in html
     assert "No problems" in html
+
+
+ASSIGNMENT_TYPO = {
+    "name": "spot-pool",
+    "cluster": "demo",
+    "node_selector": {
+        "match_expressions": [
+            {"key": "karpenter.sh/capacity-typ", "operator": "In", "values": ["spot"]}
+        ]
+    },
+    "labels": {"example.com/pool": "spot"},
+}
+
+
+def test_a_label_assignment_that_labels_nothing_is_a_problem(admin_client: Client) -> None:
+    demo_seed()
+    label_assignment_create(actor=None, data=ASSIGNMENT_TYPO, force=True)
+    html = admin_client.get("/admin/").content.decode()
+    assert "No problems" not in html
+    assert (
+        "Label assignment spot-pool: No node of cluster demo carries the label "
+        "karpenter.sh/capacity-typ; did you mean karpenter.sh/capacity-type?"
+    ) in html
+    assert "matches 0 of 60 nodes of cluster demo: this assignment labels nothing" in html
+    fixed = {
+        **ASSIGNMENT_TYPO,
+        "node_selector": {
+            "match_expressions": [
+                {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["spot"]}
+            ]
+        },
+    }
+    assignment = LabelAssignment.objects.get(name="spot-pool")
+    label_assignment_update(actor=None, assignment=assignment, data=fixed, force=True)
+    assert "No problems" in admin_client.get("/admin/").content.decode()
+
+
+def test_the_demo_records_its_import_as_an_upload_does(admin_client: Client) -> None:
+    demo_seed()
+    cluster = Cluster.objects.get(name="demo")
+    assert cluster.sync_state == SyncState.OK
+    assert cluster.last_success_at is not None
+    assert cluster.nodes_seen == 60
+    assert AuditEntry.objects.filter(action="import", object_name="demo").count() == 1
+    # The cluster's own page tells the same story as the dashboard.
+    page = admin_client.get(f"/admin/inventory/cluster/{cluster.pk}/change/").content.decode()
+    assert "never synced" not in page
+    assert "last successful import" in page
 
 
 def test_a_held_or_failing_sync_is_a_problem(admin_client: Client) -> None:
@@ -130,6 +185,11 @@ def test_queries_are_bounded_whatever_the_data(
             replace=True,
         )
         policy_create(actor=None, data={**TYPO, "name": f"typo-{n}", "cluster": f"more-{n}"})
+        label_assignment_create(
+            actor=None,
+            data={**ASSIGNMENT_TYPO, "name": f"typo-{n}", "cluster": f"more-{n}"},
+            force=True,
+        )
     decisions(500)
     with django_assert_max_num_queries(len(small.captured_queries)):
         admin_client.get("/admin/")

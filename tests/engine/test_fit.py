@@ -780,3 +780,13 @@ def test_summary_is_kube_schedulers_message() -> None:
     )
     # sort.Strings on "<count> <reason>": "12 ..." sorts before "3 ...".
     assert summary(15, {"b": 3, "a": 12}) == "0/15 nodes are available: 12 a, 3 b."
+
+
+def test_a_resource_shortfall_is_told_in_quantities_people_read() -> None:
+    node = FitNode("n", allocatable={"cpu": 3920, "memory": 16 * 1024**3, "pods": 58})
+    spec = pod_spec_facts(
+        {"spec": {"containers": [{"resources": {"requests": {"cpu": "8", "memory": "1Gi"}}}]}}
+    )
+    detail = basic_fit(spec, node)
+    assert detail is not None
+    assert detail.detail == "cpu: requests 8, 3920m free of 3920m"

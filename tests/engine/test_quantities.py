@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from engine.quantities import (
     QUANTITY_RE,
     QuantityError,
+    format_amount,
     parse_quantity,
     quantity_errors,
     to_base_units,
@@ -210,3 +211,24 @@ def test_parse_quantity_only_raises_quantity_error(text: str) -> None:
         assert INT64_MIN <= units <= INT64_MAX
         if value >= 0:
             assert units >= 0
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "text"),
+    [
+        ("cpu", 8000, "8"),
+        ("cpu", 3920, "3920m"),
+        ("cpu", 0, "0"),
+        ("memory", 16 * 1024**3, "16Gi"),
+        ("memory", 15147148 * 1024, "14.4Gi"),
+        ("memory", 512, "512"),
+        ("ephemeral-storage", 76224326324, "71.0Gi"),
+        ("hugepages-2Mi", 4 * 1024**2, "4Mi"),
+        ("nvidia.com/gpu", 8, "8"),
+        ("pods", 110, "110"),
+    ],
+)
+def test_amounts_are_written_as_people_read_quantities(
+    resource: str, value: int, text: str
+) -> None:
+    assert format_amount(resource, value) == text

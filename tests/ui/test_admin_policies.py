@@ -485,8 +485,13 @@ def test_label_assignment_create_edit_and_actions(admin_client: Client, cluster:
     assignment.refresh_from_db()
     assert (assignment.priority, assignment.version) == (7, 2)
 
-    response = run_action(admin_client, LabelAssignment, "disable_assignments", [assignment])
-    assert "1 label assignment disabled." in response.content.decode()
+    shown = run_action(admin_client, LabelAssignment, "disable_assignments", [assignment])
+    assert "labels 0 of 0 nodes" in shown.content.decode()  # shown first, nothing changed yet
+    assert LabelAssignment.objects.get(pk=assignment.pk).enabled
+    response = run_action(
+        admin_client, LabelAssignment, "disable_assignments", [assignment], confirm=True
+    )
+    assert "1 label assignment disabled: " in response.content.decode()
     assignment.refresh_from_db()
     assert not assignment.enabled
     assert AuditEntry.objects.filter(object_type="label_assignment", action="disable").exists()

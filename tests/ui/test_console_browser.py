@@ -33,7 +33,7 @@ def test_the_dashboard_shows_the_demo_and_a_typo(browser, live_server) -> None:
     page = log_in(browser, live_server, "admin-user")
     clusters = page.locator("#clusters-title + table")
     assert "59 / 60" in clusters.inner_text()
-    assert "imported" in clusters.inner_text()
+    assert "last successful import" in clusters.inner_text()
     problems = page.locator("#problems-title + ul").inner_text()
     assert "nvidia.com/gpu.prodcut" in problems
     # It fits: no horizontal scroll at 1,440 px or on a phone.

@@ -150,20 +150,29 @@ def serious_violations(page) -> list[str]:
     ]
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_editors_and_console_have_no_serious_accessibility_violations(
-    admin_page, live_server
+    admin_page, live_server, scheme: str
 ) -> None:
+    """axe in light and in dark mode (the admin follows the system's colour scheme): colour
+    contrast is among its serious checks, verdict and diff colours included."""
     page = admin_page
+    page.emulate_media(color_scheme=scheme)
     policy = Policy.objects.get(name="ml-on-gpu")
     found = []
     for path in (
         "/admin/policies/policy/add/",
         f"/admin/policies/policy/{policy.pk}/change/",
+        f"/admin/policies/policy/{policy.pk}/history/",
+        "/admin/policies/policyversion/",
         "/admin/policies/labelassignment/add/",
+        "/admin/inventory/node/?_facets=True",
         "/admin/",
-        "/admin/explain/?cluster=demo&namespace=ml",
+        "/admin/explain/?cluster=demo&namespace=ml&nodes=demo-gpu-*",
     ):
         page.goto(f"{live_server.url}{path}")
         page.wait_for_load_state("networkidle")
-        found.extend(f"{path}: {v}" for v in serious_violations(page))
+        # Open the folded groups so their rows are checked too.
+        page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        found.extend(f"{scheme} {path}: {v}" for v in serious_violations(page))
     assert found == [], "\n".join(found)

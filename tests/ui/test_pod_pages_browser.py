@@ -40,8 +40,12 @@ def installation() -> None:
 
 
 @pytest.mark.usefixtures("installation")
-def test_pod_pages_have_no_serious_accessibility_violations(browser, live_server) -> None:
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_pod_pages_have_no_serious_accessibility_violations(
+    browser, live_server, scheme: str
+) -> None:
     page = log_in(browser, live_server, "admin-user")
+    page.emulate_media(color_scheme=scheme)
     found: list[str] = []
     for path in (
         "/admin/pending/?cluster=demo",
@@ -49,7 +53,7 @@ def test_pod_pages_have_no_serious_accessibility_violations(browser, live_server
         "/admin/violations/?cluster=kube",
     ):
         page.goto(f"{live_server.url}{path}")
-        found += [f"{path}: {v}" for v in serious_violations(page)]
+        found += [f"{scheme} {path}: {v}" for v in serious_violations(page)]
     page.check("input[name=pod][value='ml/train-0']")
     page.click("text=Evict the chosen pods")
     page.wait_for_selector("#evict-impact")

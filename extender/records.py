@@ -39,6 +39,12 @@ class CallRecord:
     dry_run_rejected: list[tuple[str, str]] = field(default_factory=list)
     # (host, score), best first, capped
     top_scores: list[tuple[str, int]] = field(default_factory=list)
+    # The pod as the call saw it, so a recorded decision can be explained again as it was and
+    # replayed against a draft: its labels, its requests (resource -> quantity string) and the
+    # candidate node names kube-scheduler sent (empty for verbs that send none).
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_requests: Mapping[str, str] = field(default_factory=dict)
+    candidates: list[str] = field(default_factory=list)
     # What is left to work out once the answer is sent (the verb fills the fields above);
     # record_call runs it first.
     finish: Callable[[CallRecord], None] | None = None

@@ -292,6 +292,7 @@ class Client:
         self._accepted = itertools.count(1)
         self.accepted = 0
         self._thread: threading.Thread | None = None
+        self.drain_seconds = 2.0
 
     # request path (after the response is sent) -------------------------------------------------
 
@@ -379,12 +380,25 @@ class Client:
             batch: list[Queued] = []
             while entries and len(batch) < SEND_CHUNK:
                 batch.append(entries.popleft())
+            data = memoryview(b"".join(entry[3] for entry in batch))
+            done = 0
             try:
-                sock.sendall(b"".join(entry[3] for entry in batch))
+                while done < len(data):
+                    done += sock.send(data[done:])
             except OSError:
-                # Part of it may have reached the writer; the rest is lost with the connection.
-                for at, cluster, rejecting, _ in batch:
-                    self.count_shed(at, cluster, rejecting)
+                # Frames not begun go back to the front of the queue for the next connection;
+                # one cut in the middle is lost with this one (counted).
+                offset = 0
+                for i, entry in enumerate(batch):
+                    offset += len(entry[3])
+                    if offset > done:
+                        at, cluster, rejecting, _ = entry
+                        unsent = batch[i + 1 :] if offset - len(entry[3]) < done else batch[i:]
+                        if offset - len(entry[3]) < done:
+                            self.count_shed(at, cluster, rejecting)
+                        self.sent += len(batch) - len(unsent)
+                        entries.extendleft(reversed(unsent))
+                        break
                 raise
             self.sent += len(batch)
 
@@ -406,7 +420,7 @@ class Client:
         """At retirement: tell the writer we are done and take its last acknowledgements."""
         try:
             sock.shutdown(socket.SHUT_WR)
-            sock.settimeout(2.0)
+            sock.settimeout(self.drain_seconds)
             while True:
                 data = sock.recv(65536)
                 if not data:
@@ -438,6 +452,8 @@ class Client:
         return True
 
     def retire(self, timeout: float = 2.0) -> None:
+        """Send what is queued, wait (up to ``timeout``) for the writer's last outcome, stop."""
+        self.drain_seconds = timeout
         self.retired = True
         self.wake.set()
         if self._thread is not None:

@@ -39,6 +39,7 @@ from typing import Any
 from extender.decision_channel import (
     Ack,
     Call,
+    Frame,
     FrameReader,
     Shed,
     ShedPolicy,
@@ -138,6 +139,8 @@ class Writer:
         retry_seconds: float = RETRY_SECONDS,
     ) -> None:
         self.policy = ShedPolicy(capacity, sample_every)
+        # A batch is written as soon as it is full, or half the queue is waiting.
+        self.batch_rows = max(1, min(BATCH_ROWS, self.policy.high_water))
         self.entries: deque[tuple[Hashable, float, CallRecord]] = deque()
         self.store = store
         self.counts_store = counts_store
@@ -165,7 +168,7 @@ class Writer:
             return False
         self.entries.append((origin, at, call))
         self.accepted += 1
-        if len(self.entries) >= BATCH_ROWS:
+        if len(self.entries) >= self.batch_rows:
             self.wake.set()
         return True
 
@@ -206,7 +209,7 @@ class Writer:
 
     def run(self) -> None:
         while not self.retired or self.entries:
-            if len(self.entries) < BATCH_ROWS and not self.retired:
+            if len(self.entries) < self.batch_rows and not self.retired:
                 self.wake.wait(BATCH_SECONDS)
                 self.wake.clear()
             batch = [self.entries.popleft() for _ in range(min(BATCH_ROWS, len(self.entries)))]
@@ -345,12 +348,18 @@ def _reset_connection() -> None:
 
 
 class _Connection:
-    __slots__ = ("acks", "outgoing", "reader", "sock")
+    __slots__ = ("acks", "closing", "outgoing", "outstanding", "pending", "reader", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.reader = FrameReader()
         self.outgoing = bytearray()
+        # Frames read but not yet taken: the queue was full of rejecting records.
+        self.pending: deque[Frame] = deque()
+        # Records taken but not yet stored or refused; the client shut its side (closing):
+        # the connection ends once they are and their outcome is sent.
+        self.outstanding = 0
+        self.closing = False
         # cluster -> [kept, shed_clean, shed_rejecting, failed]
         self.acks: dict[str, list[int]] = {}
 
@@ -375,6 +384,7 @@ class Server:
             conn = self.connections.get(origin)  # type: ignore[call-overload]
             if conn is None:
                 return
+            conn.outstanding -= kept + failed
             slot = conn.acks.setdefault(cluster, [0, 0, 0, 0])
             slot[0] += kept
             slot[1] += clean
@@ -404,7 +414,8 @@ class Server:
         writer = self.writer
         try:
             while not self.stopping:
-                if writer.full():
+                self._take_pending()
+                if writer.full() or self._any_pending():
                     # Rejecting records fill the queue: stop reading; the sockets' buffers and
                     # then the extender's queues hold the rest.
                     time.sleep(0.02)
@@ -455,8 +466,10 @@ class Server:
         except OSError:
             data = b""
         if not data:
-            self._send(conn)  # last words for a client that shut its side down
-            self._drop(conn, selector)
+            # The client is done (or gone): stop reading, answer once its records are stored.
+            conn.closing = True
+            with contextlib.suppress(KeyError, ValueError):
+                selector.unregister(conn.sock)
             return
         try:
             frames = conn.reader.feed(data)
@@ -464,14 +477,34 @@ class Server:
             logger.warning("decision log: unreadable frame, closing the connection: %s", exc)
             self._drop(conn, selector)
             return
+        conn.pending.extend(frames)
+        self._take(conn)
+
+    def _take(self, conn: _Connection) -> None:
+        """Hand a connection's frames to the writer while its queue has room: the writer
+        process never sheds a rejecting record itself, it stops reading instead."""
         origin = conn.sock.fileno()
         writer = self.writer
-        for frame in frames:
+        pending = conn.pending
+        while pending and not writer.full():
+            frame = pending.popleft()
             if isinstance(frame, Call):
                 at, call = from_wire(frame)
-                writer.offer(origin, at, call)
+                with self._acks_lock:
+                    conn.outstanding += 1
+                if not writer.offer(origin, at, call):
+                    with self._acks_lock:
+                        conn.outstanding -= 1
             elif isinstance(frame, Shed):
                 writer.add_shed(frame.counts)
+
+    def _take_pending(self) -> None:
+        for conn in list(self.connections.values()):
+            if conn.pending:
+                self._take(conn)
+
+    def _any_pending(self) -> bool:
+        return any(conn.pending for conn in list(self.connections.values()))
 
     def _send_acks(self, selector: selectors.BaseSelector) -> None:
         depth = len(self.writer.entries)
@@ -483,7 +516,10 @@ class Server:
                     conn.acks = {}
                     conn.outgoing += encode(Ack(rows, depth))  # type: ignore[arg-type]
         for conn in conns:
-            if conn.outgoing and not self._send(conn):
+            if (conn.outgoing and not self._send(conn)) or (
+                conn.closing
+                and not (conn.pending or conn.outstanding > 0 or conn.acks or conn.outgoing)
+            ):
                 self._drop(conn, selector)
 
     def _send(self, conn: _Connection) -> bool:

@@ -10,8 +10,8 @@ import pytest
 
 from extender import decision_writer, decisions, metrics
 from extender.models import Decision, DecisionShed, shed_totals
-from extender.records import CallRecord
 from extender.observe import record_call
+from extender.records import CallRecord
 from tests.extender.observability_fakes import call_record
 
 
@@ -250,7 +250,7 @@ def test_a_record_the_database_refuses_loses_only_itself() -> None:
 @pytest.mark.usefixtures("decision_log")
 def test_a_refused_record_through_the_writer_thread_is_counted() -> None:
     before = dropped("write_error")
-    for at, call in batch_of_20(call_record(pod_name="bad-pod", snapshot_revision=2**70)):
+    for _at, call in batch_of_20(call_record(pod_name="bad-pod", snapshot_revision=2**70)):
         decisions.submit(call)
     assert decisions.flush(10)
     assert dropped("write_error") - before == 1

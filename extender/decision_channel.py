@@ -207,18 +207,27 @@ def is_rejecting(call: CallRecord) -> bool:
 class ShedPolicy:
     """Which records a queue of ``depth`` takes.
 
-    Below ``HIGH_WATER`` of the capacity: every record. From there clean passes (nothing
-    rejected, some node left) are kept 1 in ``sample_every``, and none from ``CLEAN_LIMIT``;
+    The fill is counted in records (``capacity``) and, with ``max_bytes``, in bytes too,
+    whichever is fuller. Below ``HIGH_WATER`` of the capacity: every record. From there clean
+    passes (nothing rejected, some node left) are kept 1 in ``sample_every``, and none from
+    ``CLEAN_LIMIT``;
     rejecting records are taken up to the capacity itself, so the room above ``CLEAN_LIMIT``
     is theirs alone.
     """
 
-    def __init__(self, capacity: int, sample_every: int) -> None:
+    def __init__(self, capacity: int, sample_every: int, max_bytes: int = 0) -> None:
         self.capacity = max(1, capacity)
+        self.max_bytes = max_bytes  # 0: records counted only
         self.high_water = int(self.capacity * HIGH_WATER)
         self.clean_limit = int(self.capacity * CLEAN_LIMIT)
         self.sample_every = max(1, sample_every)
         self._seen = itertools.count()
+
+    def level(self, depth: int, size: int) -> int:
+        """The queue's fill in records: by count, or by bytes when that is fuller."""
+        if self.max_bytes and size:
+            return max(depth, size * self.capacity // self.max_bytes)
+        return depth
 
     def admits(self, depth: int, rejecting: bool) -> bool:
         if rejecting:
@@ -277,10 +286,13 @@ class Client:
         sample_every: int,
         on_shed: Callable[[str, bool, int], None],
         on_ack: Callable[[Ack], None],
+        max_bytes: int = 0,
     ) -> None:
         self.path = path
-        self.policy = ShedPolicy(capacity, sample_every)
+        self.policy = ShedPolicy(capacity, sample_every, max_bytes)
         self.entries: deque[Queued] = deque()
+        self.size = 0  # bytes of the queued frames
+        self._size_lock = threading.Lock()
         self.shed = ShedCounts()
         self.on_shed = on_shed
         self.on_ack = on_ack
@@ -299,10 +311,13 @@ class Client:
     def submit(self, call: CallRecord, at: float | None = None) -> bool:
         at = time.time() if at is None else at
         rejecting = is_rejecting(call)
-        if not self.policy.admits(len(self.entries), rejecting):
+        if not self.policy.admits(self.policy.level(len(self.entries), self.size), rejecting):
             self.count_shed(at, call.cluster, rejecting)
             return False
-        self.entries.append((at, call.cluster, rejecting, encode(to_wire(at, call))))
+        frame = encode(to_wire(at, call))
+        with self._size_lock:
+            self.size += len(frame)
+        self.entries.append((at, call.cluster, rejecting, frame))
         self.accepted = next(self._accepted)
         if len(self.entries) >= SEND_CHUNK:
             self.wake.set()
@@ -381,6 +396,7 @@ class Client:
             while entries and len(batch) < SEND_CHUNK:
                 batch.append(entries.popleft())
             data = memoryview(b"".join(entry[3] for entry in batch))
+            self._resize(-len(data))
             done = 0
             try:
                 while done < len(data):
@@ -397,6 +413,7 @@ class Client:
                         if offset - len(entry[3]) < done:
                             self.count_shed(at, cluster, rejecting)
                         self.sent += len(batch) - len(unsent)
+                        self._resize(sum(len(entry[3]) for entry in unsent))
                         entries.extendleft(reversed(unsent))
                         break
                 raise
@@ -437,8 +454,13 @@ class Client:
 
     def _lose_all(self) -> None:
         while self.entries:
-            at, cluster, rejecting, _ = self.entries.popleft()
+            at, cluster, rejecting, frame = self.entries.popleft()
+            self._resize(-len(frame))
             self.count_shed(at, cluster, rejecting)
+
+    def _resize(self, change: int) -> None:
+        with self._size_lock:
+            self.size += change
 
     def flush(self, timeout: float) -> bool:
         """Wait until every record accepted so far is handed to the socket."""

@@ -125,6 +125,12 @@ def clean_record(call: CallRecord) -> CallRecord:
 # --- the writer -------------------------------------------------------------------------------
 
 
+def record_size(call: CallRecord) -> int:
+    """About the memory a decoded record holds (its lists dominate: ~100 bytes an item)."""
+    items = len(call.candidates) + len(call.rejected) + len(call.dry_run_rejected)
+    return 2000 + 100 * items
+
+
 class Writer:
     """A bounded queue of records and the loop that stores them in batches."""
 
@@ -137,8 +143,11 @@ class Writer:
         counts_store: CountsStore | None,
         report: Report | None = None,
         retry_seconds: float = RETRY_SECONDS,
+        max_bytes: int = 0,
     ) -> None:
-        self.policy = ShedPolicy(capacity, sample_every)
+        self.policy = ShedPolicy(capacity, sample_every, max_bytes)
+        self.size = 0  # estimated bytes of the queued records
+        self._size_lock = threading.Lock()
         # A batch is written as soon as it is full, or half the queue is waiting.
         self.batch_rows = max(1, min(BATCH_ROWS, self.policy.high_water))
         self.entries: deque[tuple[Hashable, float, CallRecord]] = deque()
@@ -162,18 +171,23 @@ class Writer:
 
     def offer(self, origin: Hashable, at: float, call: CallRecord) -> bool:
         rejecting = is_rejecting(call)
-        if not self.policy.admits(len(self.entries), rejecting):
+        if not self.policy.admits(self.level(), rejecting):
             self._count(at, call.cluster, 1 if rejecting else 0, 1 if not rejecting else 0)
             self._report(origin, call.cluster, 0, int(not rejecting), int(rejecting), 0)
             return False
+        with self._size_lock:
+            self.size += record_size(call)
         self.entries.append((origin, at, call))
         self.accepted += 1
         if len(self.entries) >= self.batch_rows:
             self.wake.set()
         return True
 
+    def level(self) -> int:
+        return self.policy.level(len(self.entries), self.size)
+
     def full(self) -> bool:
-        return len(self.entries) >= self.policy.capacity
+        return self.level() >= self.policy.capacity
 
     def add_shed(self, rows: list[tuple[int, str, int, int]]) -> None:
         """Records an extender process shed before they reached this queue (persisted only:
@@ -213,6 +227,10 @@ class Writer:
                 self.wake.wait(BATCH_SECONDS)
                 self.wake.clear()
             batch = [self.entries.popleft() for _ in range(min(BATCH_ROWS, len(self.entries)))]
+            if batch:
+                taken = sum(record_size(call) for _, _, call in batch)
+                with self._size_lock:
+                    self.size -= taken
             if batch:
                 try:
                     self.write(batch)
@@ -542,11 +560,16 @@ def run_process(
     store: Store,
     counts_store: CountsStore | None,
     parent_pid: int | None = None,
+    max_bytes: int = 0,
 ) -> None:
     """The writer process's main: serve until SIGTERM, SIGINT or the parent's exit, then store
     what is queued (for at most :data:`EXIT_FLUSH_SECONDS`)."""
     writer = Writer(
-        capacity=capacity, sample_every=sample_every, store=store, counts_store=counts_store
+        capacity=capacity,
+        sample_every=sample_every,
+        store=store,
+        counts_store=counts_store,
+        max_bytes=max_bytes,
     )
     server = Server(path, writer, parent_pid)
 

@@ -99,6 +99,7 @@ class _ThreadSink:
             store=lambda batch: store_batch(batch),
             counts_store=lambda rows: write_counts(rows),
             report=_report,
+            max_bytes=_max_bytes(),
         )
         self.writer.start()
 
@@ -121,7 +122,14 @@ class _SocketSink:
     """Records streamed to the writer process."""
 
     def __init__(self, path: str, capacity: int, sample_every: int) -> None:
-        self.client = Client(path, capacity, sample_every, on_shed=_count_shed, on_ack=_on_ack)
+        self.client = Client(
+            path,
+            capacity,
+            sample_every,
+            on_shed=_count_shed,
+            on_ack=_on_ack,
+            max_bytes=_max_bytes(),
+        )
         self.client.start()
 
     def submit(self, call: CallRecord) -> None:
@@ -154,6 +162,10 @@ def submit(call: CallRecord) -> None:
 
 def _sample_every() -> int:
     return int(getattr(settings, "DECISION_LOG_SAMPLE_EVERY", 10))
+
+
+def _max_bytes() -> int:
+    return int(getattr(settings, "DECISION_LOG_QUEUE_BYTES", 0))
 
 
 def _start() -> None:

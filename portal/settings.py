@@ -268,6 +268,9 @@ DECISION_LOG_SOCKET = Path(
     os.environ.get("DECISION_LOG_SOCKET", VAR_DIR / "extender" / "decision-log.sock")
 )
 DECISION_LOG_SAMPLE_EVERY = env_int("DECISION_LOG_SAMPLE_EVERY", 10)
+# Each queue (every extender process's, the writer's) is also bounded in bytes: a record of a
+# 5,000-node call carries 5,000 candidate names (~200 KB).
+DECISION_LOG_QUEUE_BYTES = env_int("DECISION_LOG_QUEUE_BYTES", 256 * 1024 * 1024)
 # Background threads of each extender process: the snapshot refresher and the decision-log
 # writer. Tests switch them off unless they exercise them.
 EXTENDER_REFRESH_ENABLED = env_bool("EXTENDER_REFRESH_ENABLED", True)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from extender import decision_writer, decisions, metrics
+from extender.decision_channel import ShedPolicy
 from extender.models import Decision, DecisionShed, shed_totals
 from extender.observe import record_call
 from extender.records import CallRecord
@@ -263,3 +264,13 @@ def test_nothing_is_queued_when_the_log_is_switched_off(settings) -> None:
     decisions.submit(call_record())
     assert decisions.queue_depth() == 0
     assert decisions.flush(1)
+
+
+def test_a_queue_is_bounded_in_bytes_as_well_as_in_records() -> None:
+    policy = ShedPolicy(100, 1, max_bytes=1000)
+    level = policy.level(1, 900)  # one record, but 90% of the bytes
+    assert level == 90
+    assert not policy.admits(level, rejecting=False)
+    assert policy.admits(level, rejecting=True)
+    assert not policy.admits(policy.level(1, 1000), rejecting=True)
+    assert policy.admits(policy.level(10, 0), rejecting=False)

@@ -54,4 +54,5 @@ class Command(BaseCommand):
             store=store,
             counts_store=counts_store,
             parent_pid=options["parent_pid"],
+            max_bytes=settings.DECISION_LOG_QUEUE_BYTES,
         )

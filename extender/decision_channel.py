@@ -78,6 +78,34 @@ class Call(msgspec.Struct, array_like=True, tag=0):
     candidates: list[str]
 
 
+class CallIn(msgspec.Struct, array_like=True, tag=0):
+    """A Call as the writer reads it: the candidate names left encoded, so that a list it has
+    seen (kube-scheduler sends the same thousands of names for pod after pod) is looked up by
+    its bytes rather than decoded again (:class:`CandidateLists`)."""
+
+    at: float
+    verb: str
+    cluster: str
+    mode: str
+    pod_namespace: str
+    pod_name: str
+    pod_uid: str
+    nodes_in: int
+    nodes_out: int
+    duration_seconds: float
+    snapshot_revision: int
+    policy_versions: dict[str, int]
+    rejected: list[tuple[str, str]]
+    rejected_detail: dict[str, str] | None
+    rejections_by_rule: list[tuple[str, str, int]]
+    dry_run_rejections_by_rule: list[tuple[str, str, int]]
+    dry_run_rejected: list[tuple[str, str]]
+    top_scores: list[tuple[str, int]]
+    pod_labels: dict[str, str]
+    pod_requests: dict[str, str]
+    candidates: msgspec.Raw
+
+
 class Shed(msgspec.Struct, array_like=True, tag=1):
     """Records the client shed: [[hour (epoch seconds), cluster, clean, rejecting], ...]."""
 
@@ -93,8 +121,39 @@ class Ack(msgspec.Struct, array_like=True, tag=2):
 
 
 Frame = Call | Shed | Ack
+InFrame = CallIn | Shed | Ack
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Frame)
+_decoder = msgspec.msgpack.Decoder(InFrame)
+_names = msgspec.msgpack.Decoder(list[str])
+
+
+class CandidateLists:
+    """The candidate lists the writer has decoded lately, by their encoded bytes; a list seen
+    again is the same (shared, read-only) object. Bounded: forgotten when ``limit`` are held."""
+
+    def __init__(self, limit: int = 64, clean: Callable[[list[str]], list[str]] | None = None):
+        self.limit = limit
+        self.clean = clean
+        self.lists: dict[bytes, list[str]] = {}
+        self.hits = 0
+
+    def get(self, raw: msgspec.Raw) -> tuple[list[str], bool]:
+        """(the names, whether the list is shared)."""
+        if len(raw) < 256:  # short: decoding is as cheap as looking up
+            names = _names.decode(raw)
+            return (self.clean(names) if self.clean else names), False
+        key = bytes(raw)
+        known = self.lists.get(key)
+        if known is not None:
+            self.hits += 1
+            return known, True
+        names = _names.decode(raw)
+        if self.clean is not None:
+            names = self.clean(names)
+        if len(self.lists) >= self.limit:
+            self.lists.clear()
+        self.lists[key] = names
+        return names, True
 
 
 def _rule_counts(counts: Mapping[tuple[str, str], int]) -> list[tuple[str, str, int]]:
@@ -140,8 +199,8 @@ def to_wire(at: float, call: CallRecord) -> Call:
     )
 
 
-def from_wire(frame: Call) -> tuple[float, CallRecord]:
-    """The (time, record) pair the store takes."""
+def from_wire(frame: CallIn, candidates: list[str]) -> tuple[float, CallRecord]:
+    """The (time, record) pair the store takes, with the candidate list decoded."""
     return frame.at, CallRecord(
         verb=frame.verb,
         cluster=frame.cluster,
@@ -162,7 +221,7 @@ def from_wire(frame: Call) -> tuple[float, CallRecord]:
         top_scores=frame.top_scores,
         pod_labels=frame.pod_labels,
         pod_requests=frame.pod_requests,
-        candidates=frame.candidates,
+        candidates=candidates,
     )
 
 
@@ -177,22 +236,25 @@ class FrameReader:
     def __init__(self) -> None:
         self.buffer = bytearray()
 
-    def feed(self, data: bytes) -> list[Frame]:
-        self.buffer += data
-        frames: list[Frame] = []
-        buffer = self.buffer
+    def feed(self, data: bytes) -> list[InFrame]:
+        if self.buffer:
+            self.buffer += data
+            data = bytes(self.buffer)
+        # Frames decode from an immutable copy: a frame's undecoded parts (msgspec.Raw) point
+        # into it, so the buffer must not change under them.
+        frames: list[InFrame] = []
+        view = memoryview(data)
         start = 0
-        while len(buffer) - start >= HEADER.size:
-            (size,) = HEADER.unpack_from(buffer, start)
+        while len(data) - start >= HEADER.size:
+            (size,) = HEADER.unpack_from(data, start)
             if size > MAX_FRAME_BYTES:
                 raise ValueError(f"frame of {size} bytes is over {MAX_FRAME_BYTES}")
             end = start + HEADER.size + size
-            if len(buffer) < end:
+            if len(data) < end:
                 break
-            frames.append(_decoder.decode(memoryview(buffer)[start + HEADER.size : end]))
+            frames.append(_decoder.decode(view[start + HEADER.size : end]))
             start = end
-        if start:
-            del buffer[:start]
+        self.buffer = bytearray(view[start:])
         return frames
 
 
@@ -395,27 +457,34 @@ class Client:
             batch: list[Queued] = []
             while entries and len(batch) < SEND_CHUNK:
                 batch.append(entries.popleft())
-            data = memoryview(b"".join(entry[3] for entry in batch))
-            self._resize(-len(data))
+            parts: list[bytes] = []
+            ends: list[int] = []  # where each entry's bytes end
+            end = 0
+            for entry in batch:
+                parts.append(entry[3])
+                end += len(entry[3])
+                ends.append(end)
+            data = memoryview(b"".join(parts))
+            self._resize(-sum(len(entry[3]) for entry in batch))
             done = 0
             try:
                 while done < len(data):
                     done += sock.send(data[done:])
             except OSError:
-                # Frames not begun go back to the front of the queue for the next connection;
+                # Entries not begun go back to the front of the queue for the next connection;
                 # one cut in the middle is lost with this one (counted).
-                offset = 0
+                start = 0
                 for i, entry in enumerate(batch):
-                    offset += len(entry[3])
-                    if offset > done:
-                        at, cluster, rejecting, _ = entry
-                        unsent = batch[i + 1 :] if offset - len(entry[3]) < done else batch[i:]
-                        if offset - len(entry[3]) < done:
-                            self.count_shed(at, cluster, rejecting)
+                    if ends[i] > done:
+                        cut = start < done
+                        if cut:
+                            self.count_shed(entry[0], entry[1], entry[2])
+                        unsent = batch[i + 1 :] if cut else batch[i:]
                         self.sent += len(batch) - len(unsent)
                         self._resize(sum(len(entry[3]) for entry in unsent))
                         entries.extendleft(reversed(unsent))
                         break
+                    start = ends[i]
                 raise
             self.sent += len(batch)
 
@@ -446,7 +515,7 @@ class Client:
         except (OSError, ValueError, msgspec.DecodeError):
             return
 
-    def _handle(self, frames: list[Frame]) -> None:
+    def _handle(self, frames: list[InFrame]) -> None:
         for frame in frames:
             if isinstance(frame, Ack):
                 self.writer_queue_depth = frame.queue_depth

@@ -36,11 +36,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from extender.decision_channel import (
     Ack,
-    Call,
-    Frame,
+    CallIn,
+    CandidateLists,
     FrameReader,
+    InFrame,
     Shed,
     ShedPolicy,
     encode,
@@ -62,7 +65,10 @@ ACK_SECONDS = 0.5
 RETRY_SECONDS = 1.0
 RETRIES = 30
 EXIT_FLUSH_SECONDS = 5.0
+# Candidate lists the writer process keeps decoded (and cleaned), shared by the records.
+CANDIDATE_LISTS = 64
 NUL = "\x00"
+_json_encode = msgspec.json.Encoder().encode
 NUL_REPLACEMENT = "\ufffd"
 
 Entry = tuple[float, CallRecord]
@@ -105,19 +111,38 @@ _NESTED_FIELDS = (
 )
 
 
-def clean_record(call: CallRecord) -> CallRecord:
+def has_nul(value: Any) -> bool:
+    """Whether any text in ``value`` holds a NUL: one pass in C (JSON spells it ``\\u0000``;
+    a string holding those six characters is a false positive, which only costs the walk)."""
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        try:
+            return NUL in "".join(value)  # a list of names: the cheapest check
+        except TypeError:
+            pass
+    try:
+        return b"\\u0000" in _json_encode(value)
+    except TypeError:  # tuple keys (counts per rule): repr spells NUL "\\x00"
+        return "\\x00" in repr(value)
+
+
+def _clean_names(names: list[str]) -> list[str]:
+    return _clean(names) if has_nul(names) else names
+
+
+def clean_record(call: CallRecord, *, candidates_clean: bool = False) -> CallRecord:
     """The record with every NUL in its text replaced by U+FFFD (PostgreSQL stores no NUL, in
-    text or in JSON); the same object when there is none."""
+    text or in JSON); the same object when there is none. ``candidates_clean``: the candidate
+    list was cleaned already (a shared list, cleaned once when it arrived)."""
     changes: dict[str, Any] = {}
     for name in _TEXT_FIELDS:
         value = getattr(call, name)
         if NUL in value:
             changes[name] = _clean_text(value)
     for name in _NESTED_FIELDS:
+        if candidates_clean and name == "candidates":
+            continue
         value = getattr(call, name)
-        # One pass in C to find out whether there is anything to do (repr spells NUL "\x00";
-        # a false positive only costs the walk).
-        if value and "\\x00" in repr(value):
+        if value and has_nul(value):
             changes[name] = _clean(value)
     return replace(call, **changes) if changes else call
 
@@ -125,9 +150,12 @@ def clean_record(call: CallRecord) -> CallRecord:
 # --- the writer -------------------------------------------------------------------------------
 
 
-def record_size(call: CallRecord) -> int:
-    """About the memory a decoded record holds (its lists dominate: ~100 bytes an item)."""
-    items = len(call.candidates) + len(call.rejected) + len(call.dry_run_rejected)
+def record_size(call: CallRecord, *, shared_candidates: bool = False) -> int:
+    """About the memory a decoded record holds (its lists dominate: ~100 bytes an item); a
+    shared candidate list is counted where it is kept (the connection), not per record."""
+    items = len(call.rejected) + len(call.dry_run_rejected)
+    if not shared_candidates:
+        items += len(call.candidates)
     return 2000 + 100 * items
 
 
@@ -150,7 +178,8 @@ class Writer:
         self._size_lock = threading.Lock()
         # A batch is written as soon as it is full, or half the queue is waiting.
         self.batch_rows = max(1, min(BATCH_ROWS, self.policy.high_water))
-        self.entries: deque[tuple[Hashable, float, CallRecord]] = deque()
+        # origin, time, record, whether its candidate list is shared (cleaned, counted once)
+        self.entries: deque[tuple[Hashable, float, CallRecord, bool]] = deque()
         self.store = store
         self.counts_store = counts_store
         self.report = report
@@ -169,15 +198,15 @@ class Writer:
 
     # intake (any thread) --------------------------------------------------------------------
 
-    def offer(self, origin: Hashable, at: float, call: CallRecord) -> bool:
+    def offer(self, origin: Hashable, at: float, call: CallRecord, shared: bool = False) -> bool:
         rejecting = is_rejecting(call)
         if not self.policy.admits(self.level(), rejecting):
             self._count(at, call.cluster, 1 if rejecting else 0, 1 if not rejecting else 0)
             self._report(origin, call.cluster, 0, int(not rejecting), int(rejecting), 0)
             return False
         with self._size_lock:
-            self.size += record_size(call)
-        self.entries.append((origin, at, call))
+            self.size += record_size(call, shared_candidates=shared)
+        self.entries.append((origin, at, call, shared))
         self.accepted += 1
         if len(self.entries) >= self.batch_rows:
             self.wake.set()
@@ -228,7 +257,7 @@ class Writer:
                 self.wake.clear()
             batch = [self.entries.popleft() for _ in range(min(BATCH_ROWS, len(self.entries)))]
             if batch:
-                taken = sum(record_size(call) for _, _, call in batch)
+                taken = sum(record_size(c, shared_candidates=sh) for _, _, c, sh in batch)
                 with self._size_lock:
                     self.size -= taken
             if batch:
@@ -245,9 +274,9 @@ class Writer:
         self.persist_counts()
         _reset_connection()  # the thread ends: its connection with it
 
-    def write(self, batch: list[tuple[Hashable, float, CallRecord]]) -> None:
+    def write(self, batch: list[tuple[Hashable, float, CallRecord, bool]]) -> None:
         """Store one batch; a refused batch is stored record by record."""
-        entries = [(at, clean_record(call)) for _, at, call in batch]
+        entries = [(at, clean_record(call, candidates_clean=sh)) for _, at, call, sh in batch]
         ok = [True] * len(batch)
         attempt = 0
         while True:
@@ -272,7 +301,7 @@ class Writer:
                 break
         per_origin: dict[tuple[Hashable, str], list[int]] = {}
         with self._lock:
-            for (origin, at, call), stored in zip(batch, ok, strict=True):
+            for (origin, at, call, _), stored in zip(batch, ok, strict=True):
                 slot = self._slot(hour_of(at), call.cluster)
                 slot[0 if stored else 3] += 1
                 pair = per_origin.setdefault((origin, call.cluster), [0, 0])
@@ -366,14 +395,22 @@ def _reset_connection() -> None:
 
 
 class _Connection:
-    __slots__ = ("acks", "closing", "outgoing", "outstanding", "pending", "reader", "sock")
+    __slots__ = (
+        "acks",
+        "closing",
+        "outgoing",
+        "outstanding",
+        "pending",
+        "reader",
+        "sock",
+    )
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.reader = FrameReader()
         self.outgoing = bytearray()
         # Frames read but not yet taken: the queue was full of rejecting records.
-        self.pending: deque[Frame] = deque()
+        self.pending: deque[InFrame] = deque()
         # Records taken but not yet stored or refused; the client shut its side (closing):
         # the connection ends once they are and their outcome is sent.
         self.outstanding = 0
@@ -392,6 +429,7 @@ class Server:
         self.parent_pid = parent_pid
         self.stopping = False
         self.connections: dict[int, _Connection] = {}
+        self.candidate_lists = CandidateLists(CANDIDATE_LISTS, clean=_clean_names)
         self._acks_lock = threading.Lock()
         writer.report = self._note
 
@@ -506,11 +544,12 @@ class Server:
         pending = conn.pending
         while pending and not writer.full():
             frame = pending.popleft()
-            if isinstance(frame, Call):
-                at, call = from_wire(frame)
+            if isinstance(frame, CallIn):
+                names, shared = self.candidate_lists.get(frame.candidates)
+                at, call = from_wire(frame, names)
                 with self._acks_lock:
                     conn.outstanding += 1
-                if not writer.offer(origin, at, call):
+                if not writer.offer(origin, at, call, shared=shared):
                     with self._acks_lock:
                         conn.outstanding -= 1
             elif isinstance(frame, Shed):

@@ -211,7 +211,7 @@ def run_writer(batch: list[tuple[float, CallRecord]]) -> decision_writer.Writer:
         counts_store=decisions.write_counts,
         retry_seconds=0.01,
     )
-    writer.write([(None, at, call) for at, call in batch])
+    writer.write([(None, at, call, False) for at, call in batch])
     writer.persist_counts()
     return writer
 

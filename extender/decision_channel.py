@@ -44,8 +44,10 @@ HIGH_WATER = 0.5
 CLEAN_LIMIT = 0.8
 RECONNECT_SECONDS = 1.0
 SEND_TIMEOUT_SECONDS = 30.0
-# Frames joined into one send at most.
+# Frames joined into one send at most, and bytes: joining holds the interpreter lock, which the
+# request threads need (a backlog of 200 KB records must not become one 200 MB join).
 SEND_CHUNK = 1000
+SEND_BYTES = 1 << 20
 
 
 # --- wire form --------------------------------------------------------------------------------
@@ -455,8 +457,11 @@ class Client:
         entries = self.entries
         while entries:
             batch: list[Queued] = []
-            while entries and len(batch) < SEND_CHUNK:
-                batch.append(entries.popleft())
+            size = 0
+            while entries and len(batch) < SEND_CHUNK and size < SEND_BYTES:
+                entry = entries.popleft()
+                batch.append(entry)
+                size += len(entry[3])
             parts: list[bytes] = []
             ends: list[int] = []  # where each entry's bytes end
             end = 0

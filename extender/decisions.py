@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Hashable
@@ -44,6 +45,7 @@ TOP_SCORES_CAP = 10
 REASON_CHARS = 1000
 # How long the exiting process waits for queued records to be handed on.
 EXIT_FLUSH_SECONDS = 2.0
+GIL_SWITCH_SECONDS = 0.0005
 
 Entry = tuple[float, "CallRecord"]
 
@@ -177,6 +179,10 @@ def _start() -> None:
             return
         capacity = settings.DECISION_LOG_QUEUE_SIZE
         mode = getattr(settings, "DECISION_LOG_WRITER", "child")
+        # The log's thread (the writer, or the sender to the writer process) shares the process
+        # with kube-scheduler's calls: a call that needs the interpreter lock while that thread
+        # runs waits at most this long for it (CPython's default is 5 ms, which shows in p99).
+        sys.setswitchinterval(GIL_SWITCH_SECONDS)
         path = _writer_socket
         if path is None and mode == "socket":
             path = str(settings.DECISION_LOG_SOCKET)

@@ -194,3 +194,29 @@ def test_records_carry_labels_requests_and_candidates_through_the_channel(
     assert row["requests"] == {"cpu": "500m", "memory": "1Gi"}
     assert row["candidates"] == [f"node-{i}" for i in range(200)]
     client.retire(10)
+
+
+def test_serve_extenders_child_writer_is_started_again_when_it_dies_and_stopped_with_it(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from extender.decision_writer import ChildWriter
+
+    monkeypatch.setenv("FAKE_STORE_FILE", str(harness.store_file))
+    child = ChildWriter(harness.socket, ["--store", "tests.extender.fake_decision_store"])
+    child.start()
+    try:
+        harness.wait_for(lambda: os.path.exists(harness.socket))
+        assert child.process is not None
+        first = child.process
+        first.kill()
+        first.wait(10)
+        harness.wait_for(lambda: child.process is not first and os.path.exists(harness.socket))
+        client = harness.client(capacity=100)
+        client.submit(call_record(pod_name="after-restart"))
+        harness.wait_for(lambda: len(harness.stored()) == 1)
+        client.retire(10)
+    finally:
+        child.stop()
+    assert child.restarts == 1
+    assert child.process is not None
+    assert child.process.poll() is not None

@@ -220,3 +220,26 @@ def test_serve_extenders_child_writer_is_started_again_when_it_dies_and_stopped_
     assert child.restarts == 1
     assert child.process is not None
     assert child.process.poll() is not None
+
+
+def test_without_a_writer_the_client_keeps_what_its_queue_holds_and_counts_the_rest() -> None:
+    shed: dict[bool, int] = {}
+    client = Client(
+        "/nonexistent/w.sock",
+        5,
+        1,
+        on_shed=lambda cluster, rejecting, n: shed.__setitem__(
+            rejecting, shed.get(rejecting, 0) + n
+        ),
+        on_ack=lambda ack: None,
+    )
+    client.start()
+    try:
+        for i in range(10):
+            client.submit(call_record(pod_name=f"rejecting-{i}"))
+        assert len(client.entries) == 5
+        assert shed == {True: 5}
+        assert not client.flush(0.2)  # nothing can be handed on
+    finally:
+        client.retire(1)
+    assert shed == {True: 10}  # retired without a writer: the rest is counted too

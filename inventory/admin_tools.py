@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from functools import partial
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -137,15 +135,25 @@ class ClusterAdminExtras(admin.ModelAdmin):
 
     @admin.action(description="Sync now (Kubernetes clusters)", permissions=["change"])
     def sync_now(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
-        from inventory.tasks import sync_cluster
+        from inventory.tasks import SyncNotQueued, queue_sync
 
         ids = list(queryset.filter(source=ClusterSource.KUBERNETES).values_list("pk", "name"))
-        for pk, _ in ids:
-            transaction.on_commit(partial(sync_cluster.delay, pk))
+        queued: list[str] = []
+        for pk, name in ids:
+            try:
+                queue_sync(pk)
+            except SyncNotQueued as exc:
+                logger.warning("could not queue sync of %s: %s", name, exc)
+                self.message_user(
+                    request,
+                    f"The task queue is unreachable; the sync of {name} was not queued.",
+                    messages.ERROR,
+                )
+            else:
+                queued.append(name)
         skipped = queryset.count() - len(ids)
-        if ids:
-            names = ", ".join(name for _, name in ids)
-            self.message_user(request, f"Sync queued for {names}.", messages.SUCCESS)
+        if queued:
+            self.message_user(request, f"Sync queued for {', '.join(queued)}.", messages.SUCCESS)
         if skipped:
             self.message_user(
                 request,

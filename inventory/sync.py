@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -28,7 +28,7 @@ from inventory import sync_status
 from inventory.guard import held_reason
 from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
 from inventory.metrics import SYNC_DURATION
-from inventory.models import Cluster, ClusterSource, Node
+from inventory.models import Cluster, ClusterSource, Node, SyncState
 from inventory.node_list import decode_node_list
 from inventory.services import ApplyResult, nodes_apply, object_name
 
@@ -36,6 +36,26 @@ logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
 STALE_RUN_SECONDS = sync_status.STALE_RUN_SECONDS
+
+
+def due_syncs(*, now: datetime | None = None) -> list[tuple[int, int]]:
+    """``(cluster ID, interval)`` of each enabled Kubernetes cluster whose last sync started
+    longer ago than its interval, a run still going (not stale) excepted."""
+    now = now or timezone.now()
+    due: list[tuple[int, int]] = []
+    clusters = Cluster.objects.filter(
+        source=ClusterSource.KUBERNETES, sync_enabled=True
+    ).values_list("pk", "sync_state", "sync_started_at", "sync_interval_seconds")
+    for pk, state, started_at, interval in clusters:
+        if (
+            state == SyncState.RUNNING
+            and started_at
+            and (now - started_at < timedelta(seconds=STALE_RUN_SECONDS))
+        ):
+            continue
+        if started_at is None or now - started_at >= timedelta(seconds=interval):
+            due.append((pk, interval))
+    return due
 
 
 class ClusterGone(Exception):

@@ -94,7 +94,7 @@ class ClusterViewSet(ContentViewSet):
                     ]
                 }
             )
-        from inventory.tasks import sync_cluster
+        from inventory.tasks import SyncNotQueued, queue_sync
 
         confirm = (
             request.data.get("confirm_removal", False) if hasattr(request.data, "get") else False
@@ -102,15 +102,15 @@ class ClusterViewSet(ContentViewSet):
         if not isinstance(confirm, bool):
             raise ContentError({"confirm_removal": ["Must be true or false."]})
         try:
-            result = sync_cluster.delay(cluster.pk, confirm_removal=confirm)
-        except Exception as exc:  # broker errors differ per transport; all mean "not queued"
+            task_id = queue_sync(cluster.pk, confirm_removal=confirm)
+        except SyncNotQueued as exc:
             logger.warning("could not queue sync of %s: %s", cluster.name, exc)
             return Response(
                 {"detail": "The task queue is unreachable; the sync was not queued."},
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
         return Response(
-            {"task_id": str(result.id), "cluster": cluster.name}, status=status.HTTP_202_ACCEPTED
+            {"task_id": task_id, "cluster": cluster.name}, status=status.HTTP_202_ACCEPTED
         )
 
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from core.audit import record_change
 from core.errors import ContentError
+from core.limits import max_length_errors
 from core.models import AuditAction
 from core.revisions import bump_snapshot_revision
 from engine.labels import dns1123_label_errors, dns1123_subdomain_errors
@@ -108,6 +109,31 @@ def clean_cluster(data: Mapping[str, Any]) -> dict:
     if errors:
         raise ContentError(errors)
     return {f: data[f] for f in CLUSTER_FIELDS if f in data}
+
+
+_CLUSTER_STRING_FIELDS = ("display_name", "description", "kubeconfig_path", "kubeconfig_context")
+INT_MAX = 2_147_483_647
+
+
+def clean_cluster_for_write(data: Any) -> dict:
+    """``clean_cluster`` plus the type and length checks the database would otherwise make."""
+    errors: dict[str, list[str]] = {}
+    for name in _CLUSTER_STRING_FIELDS:
+        if name in data and not isinstance(data[name], str):
+            errors[name] = ["Must be a string."]
+    interval = data.get("sync_interval_seconds")
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > INT_MAX:
+        errors["sync_interval_seconds"] = [f"Must be at most {INT_MAX}."]
+    errors.update({k: v for k, v in max_length_errors(data, Cluster).items() if k not in errors})
+    try:
+        content = clean_cluster(data)
+    except ContentError as exc:
+        for path, messages in exc.errors.items():
+            errors.setdefault(path, messages)
+        content = {}
+    if errors:
+        raise ContentError(errors)
+    return content
 
 
 def _namespace_list_errors(value: Any) -> list[str]:

@@ -313,7 +313,7 @@ def test_schema_and_docs_are_served_without_a_cdn(client):
 
 
 def test_diff_paths():
-    from policies.api.diff import content_diff
+    from policies.diff import content_diff
 
     old = {"labels": {"example.com/tier": "gpu"}, "rules": [{"v": [1]}], "mode": "a"}
     new = {"labels": {"example.com/tier": "cpu"}, "rules": [{"v": [1, 2]}, {"v": []}]}

@@ -347,7 +347,7 @@ class NodeAdmin(NodeAdminExtras):
     def decisions_link(self, obj: Node) -> SafeString:
         """Why pods avoided (or chose) this node, and the explain page limited to it."""
         decisions = reverse("admin:extender_decision_changelist")
-        explain = reverse("console-explain")
+        explain = reverse("admin:console-explain")
         return format_html(
             '<a href="{}?{}">Calls that rejected or scored {}</a> · '
             '<a href="{}?{}">Explain a pod on this node</a>',

@@ -68,7 +68,7 @@ if os.environ.get("POD_IP", "").strip():
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "portal.apps.PortalAdminConfig",  # django.contrib.admin with the portal's site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

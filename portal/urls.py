@@ -7,9 +7,6 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from console.pods import pending_view, violations_view
-from console.views import dashboard_view, dry_run_view, explain_view
-
 # Swagger UI (the split view: its start-up script is a separate, same-origin file) carries one
 # fixed <style> block; the CSP allows exactly that block, by hash, on this page only.
 SWAGGER_STYLE_HASH = "'sha256-MMpT0iDxyjALd9PdfepImGX3DBfJPXZ4IlDWdPAgtn0='"
@@ -19,16 +16,8 @@ api_docs = csp_update({"style-src-elem": [SWAGGER_STYLE_HASH]})(
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
-    # The console's dashboard is the admin's landing page; the app list follows it.
-    path("admin/", admin.site.admin_view(dashboard_view), name="console-dashboard"),
-    path("admin/explain/", admin.site.admin_view(explain_view), name="console-explain"),
-    path(
-        "admin/dry-run/<slug:name>/",
-        admin.site.admin_view(dry_run_view),
-        name="console-dry-run",
-    ),
-    path("admin/pending/", admin.site.admin_view(pending_view), name="console-pending"),
-    path("admin/violations/", admin.site.admin_view(violations_view), name="console-violations"),
+    # The admin site (portal.sites.PortalAdminSite): the console's dashboard is its index and
+    # its pages (console/urls.py) are among its URLs.
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -25,6 +25,14 @@ from core.models import ApiToken, AuditEntry
 EMPTY = "—"
 
 
+def merge_fields(*groups: Any) -> list[str]:
+    """Field names of every group in order, each once (an admin's own plus a mixin's)."""
+    out: list[str] = []
+    for group in groups:
+        out.extend(f for f in group if f not in out)
+    return out
+
+
 # --- display helpers ------------------------------------------------------------------------
 
 

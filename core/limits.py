@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from engine.errors import join_path
+
 if TYPE_CHECKING:
     from django.db import models
 
@@ -93,6 +95,5 @@ def max_length_errors(
         limit = getattr(field, "max_length", None)
         value = content.get(field.name)
         if limit and isinstance(value, str) and len(value) > limit:
-            path = f"{prefix}.{field.name}" if prefix else field.name
-            errors[path] = [f"Must be at most {limit} characters."]
+            errors[join_path(prefix, field.name)] = [f"Must be at most {limit} characters."]
     return errors

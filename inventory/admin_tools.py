@@ -21,7 +21,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import html_table
+from core.admin import EMPTY, html_table, merge_fields
 from core.errors import ContentError
 from core.middleware import allows_large_body
 from inventory.drift import cached_cluster_assignments, cluster_drift_summary, node_drift
@@ -30,15 +30,7 @@ from inventory.models import Cluster, ClusterSource, Node
 from inventory.push import push_labels
 from inventory.sync import describe_inventory_age, format_age, inventory_age_seconds
 
-EMPTY = "—"
 logger = logging.getLogger(__name__)
-
-
-def _merge(*groups: Any) -> list[str]:
-    out: list[str] = []
-    for group in groups:
-        out.extend(f for f in group if f not in out)
-    return out
 
 
 class NodeListUploadForm(forms.Form):
@@ -72,7 +64,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         return extra + super().get_urls()
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return _merge(super().get_readonly_fields(request, obj), self.INVENTORY_FIELDS)
+        return merge_fields(super().get_readonly_fields(request, obj), self.INVENTORY_FIELDS)
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         fieldsets = list(super().get_fieldsets(request, obj))
@@ -85,7 +77,9 @@ class ClusterAdminExtras(admin.ModelAdmin):
         return fieldsets
 
     def get_list_display(self, request: HttpRequest) -> Any:
-        return _merge(super().get_list_display(request), ("inventory_age_short", "drift_nodes"))
+        return merge_fields(
+            super().get_list_display(request), ("inventory_age_short", "drift_nodes")
+        )
 
     # -- display -------------------------------------------------------------------------------
 
@@ -249,12 +243,12 @@ class NodeAdminExtras(admin.ModelAdmin):
     actions = ["push_assigned_labels"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return _merge(
+        return merge_fields(
             super().get_readonly_fields(request, obj), ("drift_display", "inventory_age_display")
         )
 
     def get_list_display(self, request: HttpRequest) -> Any:
-        return _merge(super().get_list_display(request), ("drift_count",))
+        return merge_fields(super().get_list_display(request), ("drift_count",))
 
     def _drift(self, obj: Node) -> dict:
         return node_drift(obj.name, obj.labels, cached_cluster_assignments(obj.cluster_id))

@@ -165,8 +165,7 @@ def clean_clusters(entries: Any, errors: dict[str, list[str]]) -> list[dict]:
         try:
             content = clean_cluster_for_write({**defaults, **entry})
         except ContentError as exc:
-            for path, messages in exc.errors.items():
-                errors.setdefault(f"{prefix}.{path}" if path else prefix, []).extend(messages)
+            exc.merge_into(errors, prefix)
             continue
         if unknown:
             continue
@@ -209,9 +208,7 @@ def clean_document(document: Any) -> tuple[list[dict], list[_Section]]:
             try:
                 content = section.clean(entry)
             except ContentError as exc:
-                for path, messages in exc.errors.items():
-                    full = f"{prefix}.{path}" if path else prefix
-                    errors.setdefault(full, []).extend(messages)
+                exc.merge_into(errors, prefix)
                 continue
             if content["name"] in seen:
                 errors[f"{prefix}.name"] = [f"{content['name']!r} appears twice."]

@@ -11,16 +11,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from engine.errors import join_path
+
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _join(prefix: str, key: str) -> str:
-    if key.startswith("["):
-        return f"{prefix}{key}"
-    if not _PLAIN_KEY.fullmatch(key):
+    if not key.startswith("[") and not _PLAIN_KEY.fullmatch(key):
         # Label keys carry dots and slashes: bracket them, as the validators do.
-        return f"{prefix}[{key}]"
-    return f"{prefix}.{key}" if prefix else key
+        key = f"[{key}]"
+    return join_path(prefix, key)
 
 
 def _is_leaf(value: Any) -> bool:

@@ -64,3 +64,15 @@ def test_the_admin_shows_the_rollback_before_making_it(client, admin_user, assig
     assert assignment.version == 2
     done = run_action(client, LabelAssignmentVersion, "roll_back_to_version", [first], confirm=True)
     assert "Rolled back gpu-tier to version 1 as version 3." in done.content.decode()
+
+
+def test_the_admin_refuses_a_rollback_of_a_deleted_assignment(client, admin_user, assignment):
+    """The version admins share one rollback (policies/admin/version.py VersionAdmin)."""
+    from tests.ui.helpers import run_action
+
+    client.force_login(admin_user)
+    label_assignment_delete(actor=None, assignment=assignment)
+    first = LabelAssignmentVersion.objects.get(assignment_name="gpu-tier", version=1)
+    page = run_action(client, LabelAssignmentVersion, "roll_back_to_version", [first])
+    assert "The label assignment gpu-tier was deleted" in page.content.decode()
+    assert not LabelAssignment.objects.filter(name="gpu-tier").exists()

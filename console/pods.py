@@ -19,8 +19,9 @@ from django.urls import reverse
 
 from console.frame import page_context
 from core.errors import ContentError
+from inventory import sources
 from inventory.evict import MAX_PER_REQUEST, pods_evict, stored_pods
-from inventory.models import Cluster, ClusterSource, PodInventory
+from inventory.models import Cluster, PodInventory
 from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
 from policies.models import Policy
 
@@ -111,7 +112,7 @@ def pending_groups(cluster: str, rows: list[PendingRow]) -> tuple[list[Group], G
 def _requeue_state(cluster: Cluster) -> dict[str, Any]:
     inventory = PodInventory.objects.filter(cluster=cluster).first()
     return {
-        "static": cluster.source == ClusterSource.STATIC,
+        "static": not sources.of(cluster).live,
         "enabled": cluster.requeue_pending,
         "inventory": inventory,
     }
@@ -149,9 +150,7 @@ def violations_view(request: HttpRequest) -> HttpResponse:
     _require(request, VIEW_PERMISSION)
     names, cluster = _pick_cluster(request)
     can_evict = bool(
-        cluster is not None
-        and cluster.source == ClusterSource.KUBERNETES
-        and request.user.has_perm(EVICT_PERMISSION)
+        cluster is not None and sources.of(cluster).live and request.user.has_perm(EVICT_PERMISSION)
     )
     context: dict[str, Any] = page_context(
         request,

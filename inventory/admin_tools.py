@@ -24,11 +24,13 @@ from django.utils.safestring import SafeString
 from core.admin import EMPTY, html_table, merge_fields
 from core.errors import ContentError
 from core.middleware import allows_large_body
+from inventory import sources
+from inventory.display import describe_inventory_age, format_age
 from inventory.drift import cached_cluster_assignments, cluster_drift_summary, node_drift
 from inventory.imports import nodes_import, parse_node_list
-from inventory.models import Cluster, ClusterSource, Node
+from inventory.models import Cluster, Node
 from inventory.push import push_labels
-from inventory.sync import describe_inventory_age, format_age, inventory_age_seconds
+from inventory.sync import inventory_age_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +106,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         url = reverse("admin:inventory_node_changelist") + f"?cluster__id__exact={obj.pk}"
         how = (
             "a static cluster has no API server to push them to; the portal's rules see them"
-            if obj.source == ClusterSource.STATIC
+            if sources.of(obj).uploads
             else "push them with the node list action"
         )
         return format_html(
@@ -117,7 +119,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
 
     @admin.display(description="inventory tools")
     def inventory_tools(self, obj: Cluster) -> SafeString | str:
-        if obj.source == ClusterSource.STATIC:
+        if sources.of(obj).uploads:
             url = reverse("admin:inventory_cluster_import_nodes", args=[obj.pk])
             return format_html('<a class="button" href="{}">Upload a NodeList</a>', url)
         return (
@@ -131,7 +133,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
     def sync_now(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
         from inventory.tasks import SyncNotQueued, queue_sync
 
-        ids = list(queryset.filter(source=ClusterSource.KUBERNETES).values_list("pk", "name"))
+        ids = list(queryset.filter(source__in=sources.live()).values_list("pk", "name"))
         queued: list[str] = []
         for pk, name in ids:
             try:
@@ -162,7 +164,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         from inventory.kube import KubeError, check_connection
 
         for cluster in queryset.order_by("name"):
-            if cluster.source != ClusterSource.KUBERNETES:
+            if not sources.of(cluster).live:
                 self.message_user(
                     request, f"{cluster.name}: static, nothing to connect to.", messages.INFO
                 )
@@ -190,7 +192,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         if not self.has_change_permission(request, cluster):
             raise PermissionDenied
         change_url = reverse("admin:inventory_cluster_change", args=[cluster.pk])
-        if cluster.source != ClusterSource.STATIC:
+        if not sources.of(cluster).uploads:
             self.message_user(
                 request,
                 f"Cluster {cluster.name} is synced from Kubernetes; only static clusters "
@@ -282,7 +284,7 @@ class NodeAdminExtras(admin.ModelAdmin):
         by_cluster: dict[Cluster, list[Node]] = defaultdict(list)
         static: dict[str, int] = defaultdict(int)
         for node in nodes:
-            if node.cluster.source == ClusterSource.KUBERNETES:
+            if sources.of(node.cluster).live:
                 by_cluster[node.cluster].append(node)
             else:
                 static[node.cluster.name] += 1

@@ -21,14 +21,13 @@ from core.limits import max_length_errors
 from core.models import AuditAction
 from core.revisions import bump_snapshot_revision
 from engine.labels import dns1123_label_errors, dns1123_subdomain_errors
-from inventory import sync_status
+from inventory import sources, sync_status
 from inventory.credentials import name_errors
 from inventory.hooks import cluster_deleting
 from inventory.models import (
     RESERVED_CLUSTER_NAMES,
     AdmissionMode,
     Cluster,
-    ClusterSource,
     Node,
     UnknownNodeAction,
 )
@@ -89,8 +88,8 @@ def clean_cluster(data: Mapping[str, Any]) -> dict:
             problems.append(f"{name!r} is reserved: it is an extender verb.")
         if problems:
             errors["name"] = problems
-    if data.get("source", ClusterSource.STATIC) not in ClusterSource.values:
-        errors["source"] = [f"Must be one of {', '.join(ClusterSource.values)}."]
+    if sources.get(data.get("source", sources.DEFAULT)) is None:
+        errors["source"] = [f"Must be one of {', '.join(sources.names())}."]
     if data.get("unknown_node_action", UnknownNodeAction.DENY) not in UnknownNodeAction.values:
         errors["unknown_node_action"] = ["Must be allow or deny."]
     interval = data.get("sync_interval_seconds", 300)
@@ -161,9 +160,10 @@ def _credential_errors(data: Mapping[str, Any]) -> dict[str, list[str]]:
     problems = name_errors(name)
     if problems:
         return {"kubeconfig_path": problems}
-    kubernetes = data.get("source", ClusterSource.STATIC) == ClusterSource.KUBERNETES
+    source = sources.get(data.get("source", sources.DEFAULT))
     if (
-        kubernetes
+        source is not None
+        and source.needs_credentials
         and not name
         and not data.get("in_cluster")
         and not settings.KUBECONFIG_DEFAULT_LOOKUP

@@ -13,10 +13,10 @@ from rest_framework import serializers
 
 from core.api.base import ContentSerializer, StrictSerializer
 from engine.assignments import assigned_labels
+from inventory import sources
 from inventory.models import (
     AdmissionMode,
     Cluster,
-    ClusterSource,
     Node,
     SyncState,
     UnknownNodeAction,
@@ -33,9 +33,9 @@ class ClusterSerializer(ContentSerializer):
     display_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     description = serializers.CharField(required=False, allow_blank=True)
     source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named "source"
-        choices=ClusterSource.values,
+        choices=sources.names(),
         required=False,
-        default=ClusterSource.STATIC,
+        default=sources.DEFAULT,
         help_text="kubernetes: synced with the official client; static: uploaded NodeLists.",
     )
     kubeconfig_path = serializers.CharField(

@@ -26,10 +26,13 @@ from tests.reliability.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-# How soon a change must reach every extender process, announced (Redis, or NOTIFY without it).
-CHANGE_DEADLINE_SECONDS = 1.0
-# Without an announcement (Redis unreachable), the poll: EXTENDER_POLL_SECONDS 0.5 plus a build.
-POLL_DEADLINE_SECONDS = 2.0
+# These tests prove which mechanism delivers a change, not how fast (bench/extender.py measures
+# that: "A change served by serve_extender"). An announced change (Redis, or NOTIFY without it)
+# must reach every process well before the 30 s poll could deliver it; with Redis unreachable,
+# the 0.5 s poll must deliver it. The margins hold on a loaded machine.
+ANNOUNCED_POLL_SECONDS = "30"
+CHANGE_DEADLINE_SECONDS = 10.0
+POLL_DEADLINE_SECONDS = 10.0
 STALE_SECONDS = 2
 POD = {"metadata": {"name": "trainer-0", "namespace": "ml", "uid": "uid-trainer-0"}}
 FILTER = "/extender/rel/filter"
@@ -125,12 +128,14 @@ def feed_connected(server: PortalServer, expected: float) -> None:
 
 
 @pytest.mark.usefixtures("inventory")
-def test_a_policy_edit_is_served_by_every_worker_within_two_seconds_via_redis(
+def test_a_policy_edit_is_served_by_every_worker_via_redis_before_any_poll(
     start_server, redis_channel: str
 ) -> None:
-    # Polling every 30 s could not make the deadline: only the announcement can.
+    # Polling every 30 s could not deliver it in time: only the announcement can.
     server = start_server(
-        REDIS_URL=redis_url(), PORTAL_CHANGES_CHANNEL=redis_channel, EXTENDER_POLL_SECONDS="30"
+        REDIS_URL=redis_url(),
+        PORTAL_CHANGES_CHANNEL=redis_channel,
+        EXTENDER_POLL_SECONDS=ANNOUNCED_POLL_SECONDS,
     )
     feed_connected(server, 1)
     warm_up(server, ["gpu-1", "cpu-1"])
@@ -169,16 +174,16 @@ def test_redis_unreachable_falls_back_to_polling_and_reconnects(
 
 
 @pytest.mark.usefixtures("inventory")
-def test_without_redis_postgresql_notify_serves_a_change_within_a_second(
+def test_without_redis_postgresql_notify_serves_a_change_before_any_poll(
     start_server, settings
 ) -> None:
     settings.REDIS_URL = ""  # this process writes as a portal without Redis does
     settings.PORTAL_CHANGES_CHANNEL = f"portal-test-changes:{uuid.uuid4().hex}"
-    # Polling every 30 s could not make the deadline: only NOTIFY can.
+    # Polling every 30 s could not deliver it in time: only NOTIFY can.
     server = start_server(
         REDIS_URL="",
         PORTAL_CHANGES_CHANNEL=settings.PORTAL_CHANGES_CHANNEL,
-        EXTENDER_POLL_SECONDS="30",
+        EXTENDER_POLL_SECONDS=ANNOUNCED_POLL_SECONDS,
     )
     feed_connected(server, 1)
     warm_up(server, ["gpu-1", "cpu-1"])

@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from extender.scheduler_config import SUPPORTED_MINORS
+from extender.config.scheduler_config import SUPPORTED_MINORS
 from inventory.services import cluster_update
 from tests.factories import make_cluster
 

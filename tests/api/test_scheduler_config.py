@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from extender.scheduler_config import go_duration_seconds
+from extender.config.scheduler_config import go_duration_seconds
 from tests.factories import make_cluster
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from extender.scheduler_config import SUPPORTED_MINORS
+from extender.config.scheduler_config import SUPPORTED_MINORS
 from tests.factories import make_cluster
 
 pytestmark = pytest.mark.django_db

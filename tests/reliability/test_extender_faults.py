@@ -24,7 +24,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from core import tokens
-from extender.scheduler_config import SchedulerConfigOptions, go_duration_seconds
+from extender.config.scheduler_config import SchedulerConfigOptions, go_duration_seconds
 from policies.models import Policy
 from policies.services import policy_create, policy_update
 from tests.factories import load_nodes, make_cluster, node_object

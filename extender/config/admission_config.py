@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from core.errors import ContentError
 from engine.admission import OFF, OPT_OUT_LABEL, OPT_OUT_VALUE
 from engine.labels import dns1123_subdomain_errors
-from extender.scheduler_config import loopback_host
+from extender.config.scheduler_config import loopback_host
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 WEBHOOK_NAME = "placement.policy-portal.io"

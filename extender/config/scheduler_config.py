@@ -2,7 +2,7 @@
 
 Keys are exactly those of the upstream v1 types, listed in docs/scheduler-config.md;
 kube-scheduler decodes its configuration strictly, so nothing else may appear. The manifests
-that run it (second scheduler, kubeadm static pod) are in ``extender.bundles``.
+that run it (second scheduler, kubeadm static pod) are in ``extender.config.bundles``.
 """
 
 from __future__ import annotations

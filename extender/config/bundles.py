@@ -16,7 +16,11 @@ import hashlib
 from typing import Any
 
 from core.api.formats import yaml_dump
-from extender.scheduler_config import CONFIG_FILE, SchedulerConfigOptions, scheduler_configuration
+from extender.config.scheduler_config import (
+    CONFIG_FILE,
+    SchedulerConfigOptions,
+    scheduler_configuration,
+)
 
 # The distroless kube-scheduler image runs as this user ("nonroot").
 RUN_AS = 65532

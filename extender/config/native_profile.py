@@ -17,7 +17,7 @@ from typing import Any
 
 from engine.placement import FILTER, place_policy
 from engine.policy import compile_policy
-from extender.scheduler_config import API_VERSION
+from extender.config.scheduler_config import API_VERSION
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Extender answer rate and latency during faults, written to bench/results/faults.md.
 
-Runs the fault tests (tests/reliability/test_extender_faults.py: real web and extender
+Runs the fault tests (tests/extender/test_extender_faults.py: real web and extender
 processes on PostgreSQL through a TCP proxy) and collects the figures each one reports. Needs
 ``DATABASE_URL`` pointing at PostgreSQL.
 
@@ -27,7 +27,7 @@ def main() -> int:
         return 2
     with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as figures:
         env = {**os.environ, "FAULT_FIGURES": figures.name}
-        test = "tests/reliability/test_extender_faults.py"
+        test = "tests/extender/test_extender_faults.py"
         status = subprocess.call(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
             env=env,

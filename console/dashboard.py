@@ -23,8 +23,10 @@ from engine.assignment_checks import LabelIndex, assignment_warnings
 from engine.assignments import node_selector_from_dict
 from engine.errors import EngineValidationError
 from extender.models import Decision
-from inventory.models import Cluster, ClusterSource, Node, SyncState
-from inventory.sync import describe_inventory_age, inventory_age_seconds
+from inventory import sources
+from inventory.display import describe_inventory_age
+from inventory.models import Cluster, Node, SyncState
+from inventory.sync import inventory_age_seconds
 from policies.expectations import current_outcomes
 from policies.models import FilterRule, LabelAssignment, Policy
 
@@ -82,7 +84,7 @@ def _stale_after(cluster: Cluster) -> float:
 def _badge(cluster: Cluster, age: float | None) -> str:
     if cluster.sync_state in (SyncState.ERROR, SyncState.HELD):
         return "bad"
-    if cluster.source == ClusterSource.STATIC:
+    if not sources.of(cluster).live:
         # An uploaded inventory does not go stale: nothing syncs it.
         return "ok" if age is not None else "idle"
     if age is None:

@@ -39,8 +39,8 @@ def pod_cards() -> list[PodCard]:
                 pending=len(report.rows),
                 held=report.held,
                 violations=len(violations(cluster)),
-                pending_url=f"{reverse('console-pending')}?{query}",
-                violations_url=f"{reverse('console-violations')}?{query}",
+                pending_url=f"{reverse('admin:console-pending')}?{query}",
+                violations_url=f"{reverse('admin:console-violations')}?{query}",
             )
         )
     return cards

@@ -11,15 +11,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from django.contrib import admin, messages
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from console.frame import page_context
 from core.errors import ContentError
+from inventory import sources
 from inventory.evict import MAX_PER_REQUEST, pods_evict, stored_pods
-from inventory.models import Cluster, ClusterSource, PodInventory
+from inventory.models import Cluster, PodInventory
 from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
 from policies.models import Policy
 
@@ -66,7 +68,7 @@ def explain_url(cluster: str, namespace: str, name: str, labels: dict[str, str])
         "name": name,
         "labels": "\n".join(f"{k}={v}" for k, v in sorted(labels.items())),
     }
-    return f"{reverse('console-explain')}?{urlencode(query)}"
+    return f"{reverse('admin:console-explain')}?{urlencode(query)}"
 
 
 def _policy_urls(names: set[str]) -> dict[str, str]:
@@ -110,7 +112,7 @@ def pending_groups(cluster: str, rows: list[PendingRow]) -> tuple[list[Group], G
 def _requeue_state(cluster: Cluster) -> dict[str, Any]:
     inventory = PodInventory.objects.filter(cluster=cluster).first()
     return {
-        "static": cluster.source == ClusterSource.STATIC,
+        "static": not sources.of(cluster).live,
         "enabled": cluster.requeue_pending,
         "inventory": inventory,
     }
@@ -120,13 +122,12 @@ def pending_view(request: HttpRequest) -> HttpResponse:
     """Pending pods of a cluster with the portal's verdict now, grouped by reason."""
     _require(request, VIEW_PERMISSION)
     names, cluster = _pick_cluster(request)
-    context: dict[str, Any] = {
-        **admin.site.each_context(request),
-        "title": "Pending pods",
-        "subtitle": None,
-        "clusters": names,
-        "cluster": cluster,
-    }
+    context: dict[str, Any] = page_context(
+        request,
+        "Pending pods",
+        clusters=names,
+        cluster=cluster,
+    )
     if cluster is not None:
         report = pending_report(cluster, namespace=request.GET.get("namespace") or None)
         groups, rest = pending_groups(cluster.name, report.rows)
@@ -149,19 +150,16 @@ def violations_view(request: HttpRequest) -> HttpResponse:
     _require(request, VIEW_PERMISSION)
     names, cluster = _pick_cluster(request)
     can_evict = bool(
-        cluster is not None
-        and cluster.source == ClusterSource.KUBERNETES
-        and request.user.has_perm(EVICT_PERMISSION)
+        cluster is not None and sources.of(cluster).live and request.user.has_perm(EVICT_PERMISSION)
     )
-    context: dict[str, Any] = {
-        **admin.site.each_context(request),
-        "title": "Pods that break a rule",
-        "subtitle": None,
-        "clusters": names,
-        "cluster": cluster,
-        "can_evict": can_evict,
-        "max_per_request": MAX_PER_REQUEST,
-    }
+    context: dict[str, Any] = page_context(
+        request,
+        "Pods that break a rule",
+        clusters=names,
+        cluster=cluster,
+        can_evict=can_evict,
+        max_per_request=MAX_PER_REQUEST,
+    )
     if cluster is None:
         return TemplateResponse(request, "console/violations.html", context)
     rows = violations(cluster, namespace=request.GET.get("namespace") or None)
@@ -186,7 +184,7 @@ def _evict_flow(
     chosen = [key for key in request.POST.getlist("pod") if "/" in key]
     by_key = {_violation_key(row): row for row in rows}
     selected = [by_key[key] for key in dict.fromkeys(chosen) if key in by_key]
-    back = f"{reverse('console-violations')}?{urlencode({'cluster': cluster.name})}"
+    back = f"{reverse('admin:console-violations')}?{urlencode({'cluster': cluster.name})}"
     if not selected:
         messages.warning(request, "Choose the pods to evict: none of those sent breaks a rule now.")
         return HttpResponseRedirect(back)

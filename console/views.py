@@ -4,57 +4,48 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
-from django.contrib import admin
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from console import dashboard, dryrun, explain
 from console.charts import bar_chart
+from console.frame import app_list, page_context
 from core.errors import ContentError
 from inventory.models import Cluster
 from policies.models import Policy
 
 EXPLAIN_FIELDS = ("cluster", "namespace", "name", "labels", "manifest", "nodes")
 
-# Accounts and tokens are administration, not operation: listed after the portal's own apps.
-ACCOUNT_APPS = ("auth", "authtoken")
 
-
-def operator_apps_first(app_list: list[dict]) -> list[dict]:
-    return sorted(app_list, key=lambda app: app["app_label"] in ACCOUNT_APPS)
-
-
-def dashboard_view(request: HttpRequest) -> HttpResponse:
+def dashboard_view(request: HttpRequest) -> TemplateResponse:
     """The admin's landing page: are my clusters fresh, which policies act, what is refused."""
     data = dashboard.build()
-    context = {
-        **admin.site.each_context(request),
-        "title": "Dashboard",
-        "subtitle": None,
-        "app_list": operator_apps_first(admin.site.get_app_list(request)),
-        "dashboard": data,
-        "chart": bar_chart(
+    context = page_context(
+        request,
+        "Dashboard",
+        app_list=app_list(request),
+        dashboard=data,
+        chart=bar_chart(
             data.hourly, title="Extender calls per hour over the last 24 hours, and pods refused"
         ),
-    }
+    )
     return TemplateResponse(request, "console/dashboard.html", context)
 
 
 def explain_view(request: HttpRequest) -> HttpResponse:
     """Explain a pod: the query string is the form, so every result is a permalink."""
     query = {key: request.GET.get(key, "") for key in EXPLAIN_FIELDS}
-    context: dict = {
-        **admin.site.each_context(request),
-        "title": "Explain a pod",
-        "subtitle": None,
-        "query": query,
-        "clusters": list(
+    context: dict = page_context(
+        request,
+        "Explain a pod",
+        query=query,
+        clusters=list(
             Cluster.objects.order_by("-is_default", "name").values_list("name", flat=True)
         ),
-        "result": None,
-        "errors": None,
-    }
+        result=None,
+        errors=None,
+    )
     if request.GET:
         try:
             result = explain.explain(query)
@@ -100,11 +91,10 @@ def dry_run_view(request: HttpRequest, name: str) -> HttpResponse:
     policy = Policy.objects.filter(name=name).first()
     if policy is None:
         raise Http404(f"No policy named {name!r}.")
-    context = {
-        **admin.site.each_context(request),
-        "title": f"Dry-run report: {name}",
-        "subtitle": None,
-        "policy": policy,
-        "report": dryrun.dry_run_report(name),
-    }
+    context = page_context(
+        request,
+        f"Dry-run report: {name}",
+        policy=policy,
+        report=dryrun.dry_run_report(name),
+    )
     return TemplateResponse(request, "console/dry_run.html", context)

@@ -1,4 +1,4 @@
-"""Admin site branding, display helpers shared by the app admins, and the read-only audit log."""
+"""Display helpers shared by the app admins, and the read-only audit log."""
 
 from __future__ import annotations
 
@@ -18,16 +18,19 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
-from rest_framework.authtoken.models import TokenProxy
 
 from core.errors import ContentError, ExpectationsBroken, VersionConflict, conflict_message
 from core.models import ApiToken, AuditEntry
 
-admin.site.site_header = "Scheduling Policy Portal"
-admin.site.site_title = "Scheduling Policy Portal"
-admin.site.index_title = "Clusters, nodes and scheduling policies"
-
 EMPTY = "—"
+
+
+def merge_fields(*groups: Any) -> list[str]:
+    """Field names of every group in order, each once (an admin's own plus a mixin's)."""
+    out: list[str] = []
+    for group in groups:
+        out.extend(f for f in group if f not in out)
+    return out
 
 
 # --- display helpers ------------------------------------------------------------------------
@@ -231,9 +234,8 @@ class AuditEntryAdmin(ReadOnlyAdmin):
 
 # --- API tokens -------------------------------------------------------------------------------
 
-# DRF's own token admin would show keys in clear; the portal's tokens are hashed (core/tokens.py).
-if admin.site.is_registered(TokenProxy):
-    admin.site.unregister(TokenProxy)
+# DRF's own token admin (it would show keys in clear) is unregistered by the admin's app config
+# (portal.apps.PortalAdminConfig); the portal's tokens are hashed (core/tokens.py).
 
 
 @admin.register(ApiToken)

@@ -9,8 +9,10 @@ it on the form (docs/architecture.md#errors).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
+
+from engine.errors import join_path
 
 
 class ContentError(ValueError):
@@ -19,6 +21,11 @@ class ContentError(ValueError):
     def __init__(self, errors: Mapping[str, list[str]]) -> None:
         self.errors = {k: list(v) for k, v in errors.items()}
         super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in self.errors.items()))
+
+    def merge_into(self, errors: MutableMapping[str, list[str]], prefix: str = "") -> None:
+        """Add these messages to ``errors``, each path under ``prefix`` (a document's entry)."""
+        for path, messages in self.errors.items():
+            errors.setdefault(join_path(prefix, path), []).extend(messages)
 
 
 class VersionConflict(Exception):

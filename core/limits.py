@@ -7,7 +7,13 @@ Plain constants and checks: imports nothing of the portal's apps.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from engine.errors import join_path
+
+if TYPE_CHECKING:
+    from django.db import models
 
 # Bytes of one request or uploaded document (the extender has its own, larger limit).
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
@@ -78,3 +84,16 @@ def check_depth(value: Any) -> None:
     message = nesting_depth_error(value)
     if message:
         raise LimitExceeded(message, limit="MAX_DEPTH")
+
+
+def max_length_errors(
+    content: Mapping[str, Any], model: type[models.Model], prefix: str = ""
+) -> dict[str, list[str]]:
+    """Strings longer than the model's column: refused here rather than by the database."""
+    errors: dict[str, list[str]] = {}
+    for field in model._meta.concrete_fields:
+        limit = getattr(field, "max_length", None)
+        value = content.get(field.name)
+        if limit and isinstance(value, str) and len(value) > limit:
+            errors[join_path(prefix, field.name)] = [f"Must be at most {limit} characters."]
+    return errors

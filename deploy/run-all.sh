@@ -10,13 +10,22 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
-EXTENDER_PORT="${EXTENDER_PORT:-8001}"
+# The other ports follow PORT (8000: 8001, 8002, 8003), so a second `make run` with another
+# PORT (and its own PORTAL_VAR_DIR) does not collide with the first.
+EXTENDER_PORT="${EXTENDER_PORT:-$((PORT + 1))}"
 WEB_CONCURRENCY="${WEB_CONCURRENCY:-2}"
-WATCHER_METRICS_PORT="${WATCHER_METRICS_PORT:-8002}"
-WORKER_METRICS_PORT="${WORKER_METRICS_PORT:-8003}"
-# EXTENDER_BIND too, so the web's scheduler-config generator points kube-scheduler here.
+WATCHER_METRICS_PORT="${WATCHER_METRICS_PORT:-$((PORT + 2))}"
+WORKER_METRICS_PORT="${WORKER_METRICS_PORT:-$((PORT + 3))}"
+case "$HOST" in
+    0.0.0.0 | "::" | "[::]") shown_host=127.0.0.1 ;;
+    *) shown_host="$HOST" ;;
+esac
+# EXTENDER_BIND and EXTENDER_EXTERNAL_URL too: the generated scheduler configuration points
+# kube-scheduler at this extender.
 EXTENDER_BIND="${HOST}:${EXTENDER_PORT}"
-export HOST PORT EXTENDER_PORT EXTENDER_BIND WEB_CONCURRENCY WATCHER_METRICS_PORT WORKER_METRICS_PORT
+EXTENDER_EXTERNAL_URL="${EXTENDER_EXTERNAL_URL:-http://${shown_host}:${EXTENDER_PORT}/}"
+export HOST PORT EXTENDER_PORT EXTENDER_BIND EXTENDER_EXTERNAL_URL WEB_CONCURRENCY \
+    WATCHER_METRICS_PORT WORKER_METRICS_PORT
 
 # shellcheck source=deploy/local-env.sh
 . deploy/local-env.sh
@@ -43,10 +52,6 @@ processes=(
 )
 processes+=("watcher=$PY manage.py watch_nodes")
 
-case "$HOST" in
-    0.0.0.0 | "::" | "[::]") shown_host=127.0.0.1 ;;
-    *) shown_host="$HOST" ;;
-esac
 base="http://${shown_host}:${PORT}"
 extender="http://${shown_host}:${EXTENDER_PORT}"
 cat <<BANNER

@@ -149,7 +149,7 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
         return format_html(
             '<a class="button" href="{}?{}">Explain this pod again now</a> '
             "(its labels are not in the log: add them on the page)",
-            reverse("console-explain"),
+            reverse("admin:console-explain"),
             query,
         )
 

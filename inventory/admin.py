@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import EMPTY, PortalHistory, ServiceWriteMixin, age, html_table
+from core.admin import EMPTY, PortalHistory, ServiceWriteMixin, age, html_table, merge_fields
 from inventory.admin_tools import ClusterAdminExtras, NodeAdminExtras
 from inventory.forms import ClusterForm
 from inventory.models import Cluster, Node
@@ -40,13 +40,6 @@ SYNC_STATUS_FIELDS = (
     "created_at",
     "updated_at",
 )
-
-
-def _merge(*groups: Any) -> list[str]:
-    out: list[str] = []
-    for group in groups:
-        out.extend(f for f in group if f not in out)
-    return out
 
 
 def _first_label(labels: dict[str, str], keys: tuple[str, ...]) -> str:
@@ -162,7 +155,7 @@ class ClusterAdmin(ServiceWriteMixin, PortalHistory, ClusterAdminExtras):
         return super().get_queryset(request).annotate(node_total=Count("nodes"))
 
     def get_readonly_fields(self, request: HttpRequest, obj: Cluster | None = None) -> list[str]:
-        return _merge(super().get_readonly_fields(request, obj), SYNC_STATUS_FIELDS)
+        return merge_fields(super().get_readonly_fields(request, obj), SYNC_STATUS_FIELDS)
 
     def get_fieldsets(self, request: HttpRequest, obj: Cluster | None = None) -> Any:
         fieldsets = list(super().get_fieldsets(request, obj))
@@ -333,7 +326,7 @@ class NodeAdmin(NodeAdminExtras):
         return False
 
     def get_readonly_fields(self, request: HttpRequest, obj: Node | None = None) -> list[str]:
-        return _merge(
+        return merge_fields(
             super().get_readonly_fields(request, obj),
             (*NODE_DETAIL_FIELDS, "decisions_link", "pods_table"),
         )
@@ -347,7 +340,7 @@ class NodeAdmin(NodeAdminExtras):
     def decisions_link(self, obj: Node) -> SafeString:
         """Why pods avoided (or chose) this node, and the explain page limited to it."""
         decisions = reverse("admin:extender_decision_changelist")
-        explain = reverse("console-explain")
+        explain = reverse("admin:console-explain")
         return format_html(
             '<a href="{}?{}">Calls that rejected or scored {}</a> · '
             '<a href="{}?{}">Explain a pod on this node</a>',

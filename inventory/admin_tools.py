@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from functools import partial
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -23,24 +21,18 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from core.admin import html_table
+from core.admin import EMPTY, html_table, merge_fields
 from core.errors import ContentError
 from core.middleware import allows_large_body
+from inventory import sources
+from inventory.display import describe_inventory_age, format_age
 from inventory.drift import cached_cluster_assignments, cluster_drift_summary, node_drift
 from inventory.imports import nodes_import, parse_node_list
-from inventory.models import Cluster, ClusterSource, Node
+from inventory.models import Cluster, Node
 from inventory.push import push_labels
-from inventory.sync import describe_inventory_age, format_age, inventory_age_seconds
+from inventory.sync import inventory_age_seconds
 
-EMPTY = "—"
 logger = logging.getLogger(__name__)
-
-
-def _merge(*groups: Any) -> list[str]:
-    out: list[str] = []
-    for group in groups:
-        out.extend(f for f in group if f not in out)
-    return out
 
 
 class NodeListUploadForm(forms.Form):
@@ -74,7 +66,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         return extra + super().get_urls()
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return _merge(super().get_readonly_fields(request, obj), self.INVENTORY_FIELDS)
+        return merge_fields(super().get_readonly_fields(request, obj), self.INVENTORY_FIELDS)
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         fieldsets = list(super().get_fieldsets(request, obj))
@@ -87,7 +79,9 @@ class ClusterAdminExtras(admin.ModelAdmin):
         return fieldsets
 
     def get_list_display(self, request: HttpRequest) -> Any:
-        return _merge(super().get_list_display(request), ("inventory_age_short", "drift_nodes"))
+        return merge_fields(
+            super().get_list_display(request), ("inventory_age_short", "drift_nodes")
+        )
 
     # -- display -------------------------------------------------------------------------------
 
@@ -112,7 +106,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         url = reverse("admin:inventory_node_changelist") + f"?cluster__id__exact={obj.pk}"
         how = (
             "a static cluster has no API server to push them to; the portal's rules see them"
-            if obj.source == ClusterSource.STATIC
+            if sources.of(obj).uploads
             else "push them with the node list action"
         )
         return format_html(
@@ -125,7 +119,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
 
     @admin.display(description="inventory tools")
     def inventory_tools(self, obj: Cluster) -> SafeString | str:
-        if obj.source == ClusterSource.STATIC:
+        if sources.of(obj).uploads:
             url = reverse("admin:inventory_cluster_import_nodes", args=[obj.pk])
             return format_html('<a class="button" href="{}">Upload a NodeList</a>', url)
         return (
@@ -137,15 +131,25 @@ class ClusterAdminExtras(admin.ModelAdmin):
 
     @admin.action(description="Sync now (Kubernetes clusters)", permissions=["change"])
     def sync_now(self, request: HttpRequest, queryset: QuerySet[Cluster]) -> None:
-        from inventory.tasks import sync_cluster
+        from inventory.tasks import SyncNotQueued, queue_sync
 
-        ids = list(queryset.filter(source=ClusterSource.KUBERNETES).values_list("pk", "name"))
-        for pk, _ in ids:
-            transaction.on_commit(partial(sync_cluster.delay, pk))
+        ids = list(queryset.filter(source__in=sources.live()).values_list("pk", "name"))
+        queued: list[str] = []
+        for pk, name in ids:
+            try:
+                queue_sync(pk)
+            except SyncNotQueued as exc:
+                logger.warning("could not queue sync of %s: %s", name, exc)
+                self.message_user(
+                    request,
+                    f"The task queue is unreachable; the sync of {name} was not queued.",
+                    messages.ERROR,
+                )
+            else:
+                queued.append(name)
         skipped = queryset.count() - len(ids)
-        if ids:
-            names = ", ".join(name for _, name in ids)
-            self.message_user(request, f"Sync queued for {names}.", messages.SUCCESS)
+        if queued:
+            self.message_user(request, f"Sync queued for {', '.join(queued)}.", messages.SUCCESS)
         if skipped:
             self.message_user(
                 request,
@@ -160,7 +164,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         from inventory.kube import KubeError, check_connection
 
         for cluster in queryset.order_by("name"):
-            if cluster.source != ClusterSource.KUBERNETES:
+            if not sources.of(cluster).live:
                 self.message_user(
                     request, f"{cluster.name}: static, nothing to connect to.", messages.INFO
                 )
@@ -188,7 +192,7 @@ class ClusterAdminExtras(admin.ModelAdmin):
         if not self.has_change_permission(request, cluster):
             raise PermissionDenied
         change_url = reverse("admin:inventory_cluster_change", args=[cluster.pk])
-        if cluster.source != ClusterSource.STATIC:
+        if not sources.of(cluster).uploads:
             self.message_user(
                 request,
                 f"Cluster {cluster.name} is synced from Kubernetes; only static clusters "
@@ -241,12 +245,12 @@ class NodeAdminExtras(admin.ModelAdmin):
     actions = ["push_assigned_labels"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return _merge(
+        return merge_fields(
             super().get_readonly_fields(request, obj), ("drift_display", "inventory_age_display")
         )
 
     def get_list_display(self, request: HttpRequest) -> Any:
-        return _merge(super().get_list_display(request), ("drift_count",))
+        return merge_fields(super().get_list_display(request), ("drift_count",))
 
     def _drift(self, obj: Node) -> dict:
         return node_drift(obj.name, obj.labels, cached_cluster_assignments(obj.cluster_id))
@@ -280,7 +284,7 @@ class NodeAdminExtras(admin.ModelAdmin):
         by_cluster: dict[Cluster, list[Node]] = defaultdict(list)
         static: dict[str, int] = defaultdict(int)
         for node in nodes:
-            if node.cluster.source == ClusterSource.KUBERNETES:
+            if sources.of(node.cluster).live:
                 by_cluster[node.cluster].append(node)
             else:
                 static[node.cluster.name] += 1

@@ -23,8 +23,9 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from inventory import sources
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
-from inventory.models import Cluster, ClusterSource
+from inventory.models import Cluster
 
 CLIENT_TTL_SECONDS = 60.0
 
@@ -57,7 +58,7 @@ def _target(cluster_name: str) -> _Target | None:
     if cluster is None:
         return None
     api = None
-    if cluster.bind_enabled and cluster.source == ClusterSource.KUBERNETES:
+    if cluster.bind_enabled and sources.of(cluster).live:
         api = core_v1_for(cluster)
     target = _Target(now + CLIENT_TTL_SECONDS, cluster.bind_enabled, cluster.source, api)
     with _targets_lock:
@@ -119,7 +120,7 @@ def bind_pod(
         raise BindError(f"unknown cluster {cluster_name!r}")
     if not target.bind_enabled:
         raise BindError(f"bind is not enabled for cluster {cluster_name!r}")
-    if target.source != ClusterSource.KUBERNETES or target.api is None:
+    if target.api is None:  # only a source with an API (inventory.sources) has a client
         raise BindError(f"cluster {cluster_name!r} is static: it has no API server to bind in")
     if not (namespace and name and node):
         raise BindError("a binding needs the pod's namespace and name and a node")

@@ -23,8 +23,9 @@ from kubernetes.client.exceptions import ApiException
 from core.audit import audit_record
 from core.errors import ContentError
 from core.models import AuditAction
+from inventory import sources
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
-from inventory.models import Cluster, ClusterSource, Pod
+from inventory.models import Cluster, Pod
 from inventory.pod_services import pods_apply
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def pods_evict(
     *, actor: Any, cluster: Cluster, pods: list[tuple[str, str]]
 ) -> list[EvictionResult]:
     """Ask the API server to evict each (namespace, name) pod; never raises for one pod."""
-    if cluster.source != ClusterSource.KUBERNETES:
+    if not sources.of(cluster).live:
         raise ContentError(
             {"cluster": [f"Cluster {cluster.name!r} is static: there is no API server to ask."]}
         )

@@ -19,8 +19,8 @@ from core.api.formats import yaml_load
 from core.audit import audit_record
 from core.errors import ContentError
 from core.models import AuditAction
-from inventory import sync_status
-from inventory.models import Cluster, ClusterSource
+from inventory import sources, sync_status
+from inventory.models import Cluster
 from inventory.services import ApplyResult, nodes_apply
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
@@ -80,7 +80,7 @@ def nodes_import(
     *, actor: Any, cluster: Cluster, objects: list[Any], merge: bool = False
 ) -> ApplyResult:
     """Load node objects into a static cluster: replace its inventory, or with ``merge`` upsert."""
-    if cluster.source != ClusterSource.STATIC:
+    if not sources.of(cluster).uploads:
         raise ContentError(
             {
                 "cluster": [

@@ -16,7 +16,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from inventory.credentials import CredentialsRefused, configure
+from inventory import sources
+from inventory.credentials import CredentialsRefused
 from inventory.models import Cluster
 
 # (connect, read) seconds for every ordinary API call.
@@ -51,16 +52,15 @@ class ConfigError(KubeError):
 
 
 def api_client_for(cluster: Cluster) -> client.ApiClient:
-    """A new ApiClient for the cluster (never the process-wide default configuration), from
-    credentials checked by ``inventory.credentials``."""
+    """A new ApiClient for the cluster (never the process-wide default configuration), set up
+    by its source (``inventory.sources``) with credentials checked by ``inventory.credentials``;
+    ConfigError for refused settings or a source without an API (an uploaded inventory)."""
+    source = sources.of(cluster)
+    if source.configure is None:
+        raise ConfigError(f"cluster {cluster.name!r} ({source.label}) has no API to reach")
     configuration = client.Configuration()
     try:
-        configure(
-            configuration,
-            name=cluster.kubeconfig_path,
-            context=cluster.kubeconfig_context,
-            in_cluster=cluster.in_cluster,
-        )
+        source.configure(configuration, cluster)
     except CredentialsRefused as exc:
         raise ConfigError(
             f"cannot load the Kubernetes client configuration: {_first_line(exc)}"

@@ -6,6 +6,8 @@ from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from inventory import sources
+
 # Cluster names appear in extender URLs next to the verbs, so the verbs cannot be names.
 RESERVED_CLUSTER_NAMES = frozenset({"filter", "prioritize", "preempt", "bind"})
 
@@ -17,6 +19,9 @@ dns1123_label_validator = RegexValidator(
 
 
 class ClusterSource(models.TextChoices):
+    """The names of the two built-in sources, for code that means one of them (the demo,
+    tests). What a source can do, and the field's choices, come from ``inventory.sources``."""
+
     KUBERNETES = "kubernetes", "Kubernetes API"
     STATIC = "static", "Static (uploaded)"
 
@@ -55,9 +60,7 @@ class Cluster(models.Model):
     name = models.CharField(max_length=63, unique=True, validators=[dns1123_label_validator])
     display_name = models.CharField(max_length=200, blank=True)
     description = models.TextField(blank=True)
-    source = models.CharField(
-        max_length=20, choices=ClusterSource.choices, default=ClusterSource.STATIC
-    )
+    source = models.CharField(max_length=20, choices=sources.choices(), default=sources.DEFAULT)
     # Where credentials come from; the credentials themselves never enter the database.
     kubeconfig_path = models.CharField(
         max_length=1024, blank=True, help_text="Empty: the usual KUBECONFIG lookup."
@@ -127,7 +130,7 @@ class Cluster(models.Model):
                 name="cluster_name_not_reserved",
             ),
             models.CheckConstraint(
-                condition=Q(source__in=ClusterSource.values), name="cluster_source_valid"
+                condition=Q(source__in=list(sources.names())), name="cluster_source_valid"
             ),
             models.CheckConstraint(
                 condition=Q(unknown_node_action__in=UnknownNodeAction.values),

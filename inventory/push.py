@@ -25,9 +25,10 @@ from django.db import transaction
 from core.audit import audit_record
 from core.errors import ContentError
 from core.models import AuditAction
+from inventory import sources
 from inventory.drift import cluster_assignments, node_drift
 from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
-from inventory.models import Cluster, ClusterSource, Node
+from inventory.models import Cluster, Node
 from inventory.node_list import slim_node
 from inventory.services import nodes_apply
 
@@ -68,7 +69,7 @@ def push_labels(*, actor: Any, cluster: Cluster, node_names: list[str]) -> dict[
     Returns ``{node: {"ok": bool, "labels": {pushed}, "error": message}}``; nodes without
     drift are reported ok with no labels and are not patched.
     """
-    if cluster.source != ClusterSource.KUBERNETES:
+    if not sources.of(cluster).live:
         raise ContentError(
             {"cluster": [f"Cluster {cluster.name!r} is static: there is no API server to patch."]}
         )

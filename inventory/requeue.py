@@ -37,10 +37,11 @@ from core.revisions import current_snapshot_revision
 from engine.pods import PodFacts
 from engine.snapshot import Snapshot
 from engine.verdicts import freed
+from inventory import sources
 from inventory.hooks import current_snapshot
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
 from inventory.metrics import REQUEUE_NUDGES, REQUEUE_PODS
-from inventory.models import Cluster, ClusterSource
+from inventory.models import Cluster
 from inventory.pod_queries import pending_pods
 from inventory.pod_services import pod_inventory_nudged
 
@@ -104,7 +105,7 @@ class Requeuer:
         return self._send_due()
 
     def _compare(self, before: Snapshot, after: Snapshot) -> None:
-        clusters = Cluster.objects.filter(source=ClusterSource.KUBERNETES, name__in=after.clusters)
+        clusters = Cluster.objects.filter(source__in=sources.live(), name__in=after.clusters)
         for cluster in clusters:
             rows = list(pending_pods(cluster).values_list("namespace", "name", "uid", "labels"))
             if not rows:
@@ -139,7 +140,7 @@ class Requeuer:
                 continue
             del self._due[name]
             self._last_sent[name] = now
-            cluster = Cluster.objects.filter(name=name, source=ClusterSource.KUBERNETES).first()
+            cluster = Cluster.objects.filter(name=name, source__in=sources.live()).first()
             if cluster is None:
                 continue
             sent.append(self._nudge(cluster, due))

@@ -17,17 +17,17 @@ from django.utils import timezone
 
 from core.audit import record_change
 from core.errors import ContentError
+from core.limits import max_length_errors
 from core.models import AuditAction
 from core.revisions import bump_snapshot_revision
 from engine.labels import dns1123_label_errors, dns1123_subdomain_errors
-from inventory import sync_status
+from inventory import sources, sync_status
 from inventory.credentials import name_errors
 from inventory.hooks import cluster_deleting
 from inventory.models import (
     RESERVED_CLUSTER_NAMES,
     AdmissionMode,
     Cluster,
-    ClusterSource,
     Node,
     UnknownNodeAction,
 )
@@ -88,8 +88,8 @@ def clean_cluster(data: Mapping[str, Any]) -> dict:
             problems.append(f"{name!r} is reserved: it is an extender verb.")
         if problems:
             errors["name"] = problems
-    if data.get("source", ClusterSource.STATIC) not in ClusterSource.values:
-        errors["source"] = [f"Must be one of {', '.join(ClusterSource.values)}."]
+    if sources.get(data.get("source", sources.DEFAULT)) is None:
+        errors["source"] = [f"Must be one of {', '.join(sources.names())}."]
     if data.get("unknown_node_action", UnknownNodeAction.DENY) not in UnknownNodeAction.values:
         errors["unknown_node_action"] = ["Must be allow or deny."]
     interval = data.get("sync_interval_seconds", 300)
@@ -108,6 +108,31 @@ def clean_cluster(data: Mapping[str, Any]) -> dict:
     if errors:
         raise ContentError(errors)
     return {f: data[f] for f in CLUSTER_FIELDS if f in data}
+
+
+_CLUSTER_STRING_FIELDS = ("display_name", "description", "kubeconfig_path", "kubeconfig_context")
+INT_MAX = 2_147_483_647
+
+
+def clean_cluster_for_write(data: Any) -> dict:
+    """``clean_cluster`` plus the type and length checks the database would otherwise make."""
+    errors: dict[str, list[str]] = {}
+    for name in _CLUSTER_STRING_FIELDS:
+        if name in data and not isinstance(data[name], str):
+            errors[name] = ["Must be a string."]
+    interval = data.get("sync_interval_seconds")
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > INT_MAX:
+        errors["sync_interval_seconds"] = [f"Must be at most {INT_MAX}."]
+    errors.update({k: v for k, v in max_length_errors(data, Cluster).items() if k not in errors})
+    try:
+        content = clean_cluster(data)
+    except ContentError as exc:
+        for path, messages in exc.errors.items():
+            errors.setdefault(path, messages)
+        content = {}
+    if errors:
+        raise ContentError(errors)
+    return content
 
 
 def _namespace_list_errors(value: Any) -> list[str]:
@@ -135,9 +160,10 @@ def _credential_errors(data: Mapping[str, Any]) -> dict[str, list[str]]:
     problems = name_errors(name)
     if problems:
         return {"kubeconfig_path": problems}
-    kubernetes = data.get("source", ClusterSource.STATIC) == ClusterSource.KUBERNETES
+    source = sources.get(data.get("source", sources.DEFAULT))
     if (
-        kubernetes
+        source is not None
+        and source.needs_credentials
         and not name
         and not data.get("in_cluster")
         and not settings.KUBECONFIG_DEFAULT_LOOKUP

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -24,11 +24,11 @@ from kubernetes import client
 from core.audit import audit_record
 from core.models import AuditAction
 from core.revisions import bump_snapshot_revision
-from inventory import sync_status
+from inventory import sources, sync_status
 from inventory.guard import held_reason
 from inventory.kube import REQUEST_TIMEOUT, KubeError, classify, core_v1_for
 from inventory.metrics import SYNC_DURATION
-from inventory.models import Cluster, ClusterSource, Node
+from inventory.models import Cluster, Node, SyncState
 from inventory.node_list import decode_node_list
 from inventory.services import ApplyResult, nodes_apply, object_name
 
@@ -36,6 +36,26 @@ logger = logging.getLogger(__name__)
 
 PAGE_SIZE = 500
 STALE_RUN_SECONDS = sync_status.STALE_RUN_SECONDS
+
+
+def due_syncs(*, now: datetime | None = None) -> list[tuple[int, int]]:
+    """``(cluster ID, interval)`` of each enabled Kubernetes cluster whose last sync started
+    longer ago than its interval, a run still going (not stale) excepted."""
+    now = now or timezone.now()
+    due: list[tuple[int, int]] = []
+    clusters = Cluster.objects.filter(source__in=sources.live(), sync_enabled=True).values_list(
+        "pk", "sync_state", "sync_started_at", "sync_interval_seconds"
+    )
+    for pk, state, started_at, interval in clusters:
+        if (
+            state == SyncState.RUNNING
+            and started_at
+            and (now - started_at < timedelta(seconds=STALE_RUN_SECONDS))
+        ):
+            continue
+        if started_at is None or now - started_at >= timedelta(seconds=interval):
+            due.append((pk, interval))
+    return due
 
 
 class ClusterGone(Exception):
@@ -162,7 +182,7 @@ def sync_cluster(
     empty list) is not applied unless ``confirm_removal``: the cluster is marked ``held`` and
     the result says why (inventory.guard).
     """
-    cluster = Cluster.objects.filter(pk=cluster_id, source=ClusterSource.KUBERNETES).first()
+    cluster = Cluster.objects.filter(pk=cluster_id, source__in=sources.live()).first()
     if cluster is None:
         raise ClusterGone(cluster_id)
     if not sync_claim(cluster_id=cluster_id):
@@ -244,24 +264,3 @@ def inventory_age_seconds(cluster: Cluster, *, now: datetime | None = None) -> f
         return None
     now = now or timezone.now()
     return max(0.0, (now - cluster.last_success_at).total_seconds())
-
-
-def format_age(seconds: float) -> str:
-    """12 s, 5 min, 3 h, 2 d."""
-    if seconds < 120:
-        return f"{int(seconds)} s"
-    if seconds < 7200:
-        return f"{int(seconds // 60)} min"
-    if seconds < 172800:
-        return f"{int(seconds // 3600)} h"
-    return f"{int(seconds // 86400)} d"
-
-
-def describe_inventory_age(cluster: Cluster, *, now: datetime | None = None) -> str:
-    """ "inventory age: 12 s (last successful sync 2026-12-02 16:00:00 UTC)", or why unknown."""
-    age = inventory_age_seconds(cluster, now=now)
-    if age is None or cluster.last_success_at is None:
-        return "no successful sync yet"
-    stamp = cluster.last_success_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-    source = "import" if cluster.source == ClusterSource.STATIC else "sync"
-    return f"inventory age: {format_age(age)} (last successful {source} {stamp})"

@@ -1,48 +1,44 @@
 """Celery tasks of the inventory: periodic dispatch of due syncs, and one sync per cluster.
 
 Task names are stable (they are what the broker and beat store). Tasks take IDs, reload, and
-return early when the cluster is gone or another run holds its lock.
+return early when the cluster is gone or another run holds its lock. The tasks are thin: the
+work is in ``inventory.sync``; the schedule is the project's (``CELERY_BEAT_SCHEDULE``).
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
-from django.utils import timezone
 
 from inventory import sync as sync_service
 from inventory.kube import KubeError, TransientError
-from inventory.models import Cluster, ClusterSource, SyncState
-from portal.celery import app
 
 logger = logging.getLogger(__name__)
 
-DISPATCH_EVERY_SECONDS = 10.0
 SYNC_SOFT_TIME_LIMIT = 240
 SYNC_TIME_LIMIT = 300
 
 
+class SyncNotQueued(Exception):
+    """The task queue did not take the sync (the broker is unreachable)."""
+
+
+def queue_sync(cluster_id: int, *, confirm_removal: bool = False) -> str:
+    """Queue one sync of a cluster now; returns the task ID. The one way the admin and the API
+    ask for a sync; raises ``SyncNotQueued`` when the broker refuses it."""
+    try:
+        result = sync_cluster.delay(cluster_id, confirm_removal=confirm_removal)
+    except Exception as exc:  # broker errors differ per transport; all mean "not queued"
+        raise SyncNotQueued(str(exc)) from exc
+    return str(result.id)
+
+
 @shared_task(name="inventory.dispatch_due_syncs", ignore_result=True)
 def dispatch_due_syncs() -> list[int]:
-    """Enqueue a sync for each enabled Kubernetes cluster whose last start is older than its
-    interval; returns the cluster IDs enqueued."""
-    now = timezone.now()
-    due: list[tuple[int, int]] = []
-    clusters = Cluster.objects.filter(
-        source=ClusterSource.KUBERNETES, sync_enabled=True
-    ).values_list("pk", "sync_state", "sync_started_at", "sync_interval_seconds")
-    for pk, state, started_at, interval in clusters:
-        if (
-            state == SyncState.RUNNING
-            and started_at
-            and (now - started_at < timedelta(seconds=sync_service.STALE_RUN_SECONDS))
-        ):
-            continue
-        if started_at is None or now - started_at >= timedelta(seconds=interval):
-            due.append((pk, interval))
+    """Enqueue a sync for each cluster ``inventory.sync.due_syncs`` names; returns their IDs."""
+    due = sync_service.due_syncs()
     for pk, interval in due:
         # A sync still queued when the next one is due is useless: let it expire.
         sync_cluster.apply_async((pk,), expires=max(10, interval))
@@ -79,11 +75,3 @@ def sync_cluster(self: Any, cluster_id: int, confirm_removal: bool = False) -> d
         return {"status": "error", "cluster_id": cluster_id, "error": str(exc)}
     status = "held" if result.held else "ok"
     return {"status": status, "cluster_id": cluster_id, **result.as_dict()}
-
-
-app.add_periodic_task(
-    DISPATCH_EVERY_SECONDS,
-    dispatch_due_syncs.s(),
-    name="inventory.dispatch_due_syncs",
-    expires=DISPATCH_EVERY_SECONDS,
-)

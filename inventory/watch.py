@@ -32,8 +32,8 @@ from typing import Any
 from django.db import DatabaseError, connection, transaction
 from kubernetes import client, watch
 
+from inventory import sources, sync_status
 from inventory import sync as sync_service
-from inventory import sync_status
 from inventory.kube import (
     WATCH_TIMEOUT_SECONDS,
     GoneError,
@@ -42,7 +42,7 @@ from inventory.kube import (
     core_v1_for,
 )
 from inventory.metrics import NODE_WATCH_METRICS, WatchMetrics
-from inventory.models import Cluster, ClusterSource
+from inventory.models import Cluster
 from inventory.node_list import slim_node
 from inventory.services import node_delete, nodes_apply
 
@@ -130,7 +130,7 @@ class ResourceWatcher:
                 try:
                     if self._cluster is None:
                         self._cluster = Cluster.objects.get(
-                            pk=self.cluster_id, source=ClusterSource.KUBERNETES
+                            pk=self.cluster_id, source__in=sources.live()
                         )
                     if self._api is None:
                         self._api = core_v1_for(self._cluster)
@@ -381,9 +381,7 @@ def watch_clusters(
 
     try:
         while not stop.is_set():
-            wanted_clusters = Cluster.objects.filter(
-                source=ClusterSource.KUBERNETES, sync_enabled=True
-            )
+            wanted_clusters = Cluster.objects.filter(source__in=sources.live(), sync_enabled=True)
             if cluster_name is not None:
                 wanted_clusters = wanted_clusters.filter(name=cluster_name)
             try:

@@ -35,12 +35,16 @@ from django.db import transaction
 
 from core.errors import ContentError
 from core.models import AuditAction
-from inventory.api.serializers import clean_cluster_for_api
 from inventory.models import Cluster
-from inventory.services import CLUSTER_FIELDS, cluster_content, cluster_create, cluster_update
-from policies.api.diff import content_diff
-from policies.api.serializers import clean_assignment_for_api, clean_policy_for_api
+from inventory.services import (
+    CLUSTER_FIELDS,
+    clean_cluster_for_write,
+    cluster_content,
+    cluster_create,
+    cluster_update,
+)
 from policies.content import label_assignment_content, policy_content
+from policies.diff import content_diff
 from policies.expectations import (
     broken_by,
     expectation_content,
@@ -52,6 +56,8 @@ from policies.expectations import (
 from policies.models import Expectation, LabelAssignment, Policy
 from policies.preview import preview_policy
 from policies.services import (
+    clean_assignment_for_write,
+    clean_policy_for_write,
     label_assignment_create,
     label_assignment_delete,
     label_assignment_update,
@@ -120,10 +126,10 @@ def _sections() -> list[_Section]:
             "labelAssignments",
             ASSIGNMENT,
             LabelAssignment,
-            clean_assignment_for_api,
+            clean_assignment_for_write,
             label_assignment_content,
         ),
-        _Section("policies", POLICY, Policy, clean_policy_for_api, policy_content),
+        _Section("policies", POLICY, Policy, clean_policy_for_write, policy_content),
         _Section("expectations", EXPECTATION, Expectation, clean_expectation, expectation_content),
     ]
 
@@ -157,10 +163,9 @@ def clean_clusters(entries: Any, errors: dict[str, list[str]]) -> list[dict]:
         for key in unknown:
             errors[f"{prefix}.{key}"] = ["Unknown field (a cluster's settings only)."]
         try:
-            content = clean_cluster_for_api({**defaults, **entry})
+            content = clean_cluster_for_write({**defaults, **entry})
         except ContentError as exc:
-            for path, messages in exc.errors.items():
-                errors.setdefault(f"{prefix}.{path}" if path else prefix, []).extend(messages)
+            exc.merge_into(errors, prefix)
             continue
         if unknown:
             continue
@@ -203,9 +208,7 @@ def clean_document(document: Any) -> tuple[list[dict], list[_Section]]:
             try:
                 content = section.clean(entry)
             except ContentError as exc:
-                for path, messages in exc.errors.items():
-                    full = f"{prefix}.{path}" if path else prefix
-                    errors.setdefault(full, []).extend(messages)
+                exc.merge_into(errors, prefix)
                 continue
             if content["name"] in seen:
                 errors[f"{prefix}.name"] = [f"{content['name']!r} appears twice."]

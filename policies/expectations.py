@@ -30,6 +30,7 @@ from engine.policy import CompiledPolicy, compile_policy
 from engine.snapshot import Snapshot
 from policies.compile import current_snapshot
 from policies.models import Expectation
+from policies.queries import resolve_cluster
 from policies.validation import clean_expectation
 
 OBJECT_TYPE = "expectation"
@@ -51,9 +52,6 @@ def expectation_content(obj: Expectation) -> dict[str, Any]:
 
 
 def _fields(content: dict[str, Any]) -> dict[str, Any]:
-    # The services import this module (their guards), so theirs is imported when used.
-    from policies.services import resolve_cluster
-
     return {
         "name": content["name"],
         "description": content["description"],

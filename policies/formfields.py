@@ -17,8 +17,11 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-# Operators as the engine spells them, found case-insensitively ("notin" -> "NotIn").
-OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+from engine.selectors import NODE_OPERATORS
+
+# Operators as the engine spells them (node selectors have them all; pod selectors a subset),
+# found case-insensitively ("notin" -> "NotIn").
+OPERATORS = NODE_OPERATORS
 _OPERATOR_BY_LOWER = {op.lower(): op for op in OPERATORS}
 _SPLIT = re.compile(r"[,\n]")
 

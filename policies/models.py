@@ -195,16 +195,13 @@ class WeightRule(Rule):
         return f"{self.summary()}, weight {self.weight}"
 
 
-class PolicyVersion(models.Model):
-    """An immutable copy of a policy's full content at one version.
+class Version(models.Model):
+    """An immutable copy of a versioned object's content at one version, with who made it and
+    why. Versions outlive their object: a delete detaches them (the foreign key becomes null)
+    and they stay browsable by the name kept beside it (``name_field``)."""
 
-    Versions outlive their policy: deleting a policy detaches them (``policy`` becomes null)
-    and they stay browsable by ``policy_name``; restoring the policy re-attaches them."""
+    name_field = ""
 
-    policy = models.ForeignKey(
-        Policy, null=True, blank=True, on_delete=models.SET_NULL, related_name="versions"
-    )
-    policy_name = models.SlugField(max_length=100, db_index=True, default="")
     version = models.PositiveIntegerField()
     content = models.JSONField()
     author = models.ForeignKey(
@@ -215,18 +212,33 @@ class PolicyVersion(models.Model):
     note = models.CharField(max_length=500, blank=True)
 
     class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{getattr(self, self.name_field)} v{self.version}"
+
+
+class PolicyVersion(Version):
+    """A policy's full content at one version; restoring a deleted policy re-attaches them."""
+
+    name_field = "policy_name"
+
+    policy = models.ForeignKey(
+        Policy, null=True, blank=True, on_delete=models.SET_NULL, related_name="versions"
+    )
+    policy_name = models.SlugField(max_length=100, db_index=True, default="")
+
+    class Meta:
         ordering = ["policy_name", "-version"]
         constraints = [
             models.UniqueConstraint(fields=["policy", "version"], name="policy_version_unique")
         ]
 
-    def __str__(self) -> str:
-        return f"{self.policy_name} v{self.version}"
 
+class LabelAssignmentVersion(Version):
+    """A label assignment's content at one version."""
 
-class LabelAssignmentVersion(models.Model):
-    """An immutable copy of a label assignment's content at one version; like PolicyVersion it
-    outlives the assignment (``assignment`` null after a delete, ``assignment_name`` kept)."""
+    name_field = "assignment_name"
 
     assignment = models.ForeignKey(
         LabelAssignment,
@@ -236,14 +248,6 @@ class LabelAssignmentVersion(models.Model):
         related_name="versions",
     )
     assignment_name = models.SlugField(max_length=100)
-    version = models.PositiveIntegerField()
-    content = models.JSONField()
-    author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    author_name = models.CharField(max_length=150, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    note = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["assignment_name", "-version"]
@@ -252,9 +256,6 @@ class LabelAssignmentVersion(models.Model):
                 fields=["assignment", "version"], name="assignment_version_unique"
             )
         ]
-
-    def __str__(self) -> str:
-        return f"{self.assignment_name} v{self.version}"
 
 
 class ExpectationKind(models.TextChoices):

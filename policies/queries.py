@@ -7,6 +7,7 @@ from datetime import datetime
 
 from django.db.models import Q
 
+from core.errors import ContentError
 from engine.assignments import AssignmentSpec
 from engine.errors import EngineValidationError
 from engine.policy import compile_policy
@@ -15,6 +16,16 @@ from inventory.models import Cluster
 from policies.models import LabelAssignment, PolicyVersion
 
 logger = logging.getLogger(__name__)
+
+
+def resolve_cluster(name: str | None) -> Cluster | None:
+    """The cluster named in a write's content (None: every cluster); a 400 when there is none."""
+    if name is None:
+        return None
+    cluster = Cluster.objects.filter(name=name).first()
+    if cluster is None:
+        raise ContentError({"cluster": [f"No cluster named {name!r}."]})
+    return cluster
 
 
 def assignment_spec(assignment: LabelAssignment) -> AssignmentSpec:

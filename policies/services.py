@@ -14,6 +14,7 @@ from django.db import transaction
 
 from core.audit import actor_name, record_change
 from core.errors import ContentError, VersionConflict
+from core.limits import max_length_errors
 from core.models import AuditAction
 from engine import kinds
 from inventory.models import Cluster
@@ -27,6 +28,7 @@ from policies.models import (
     PolicyVersion,
     WeightRule,
 )
+from policies.queries import resolve_cluster
 from policies.validation import clean_label_assignment, clean_policy
 
 # The rule columns a write sets, from the rule-kind registry.
@@ -41,13 +43,31 @@ class ObjectExists(ContentError):
 # --- helpers --------------------------------------------------------------------------------
 
 
-def resolve_cluster(name: str | None) -> Cluster | None:
-    if name is None:
-        return None
-    cluster = Cluster.objects.filter(name=name).first()
-    if cluster is None:
-        raise ContentError({"cluster": [f"No cluster named {name!r}."]})
-    return cluster
+def _check_policy_lengths(content: dict) -> dict[str, list[str]]:
+    errors = max_length_errors(content, Policy)
+    for key, model in (("filter_rules", FilterRule), ("weight_rules", WeightRule)):
+        for i, rule in enumerate(content.get(key) or []):
+            errors.update(max_length_errors(rule, model, f"{key}[{i}]"))
+    return errors
+
+
+def clean_policy_for_write(data: Any) -> dict:
+    """``clean_policy`` plus the column lengths the database would otherwise refuse (the API,
+    apply)."""
+    content = clean_policy(data)
+    errors = _check_policy_lengths(content)
+    if errors:
+        raise ContentError(errors)
+    return content
+
+
+def clean_assignment_for_write(data: Any) -> dict:
+    """``clean_label_assignment`` plus the column lengths the database would otherwise refuse."""
+    content = clean_label_assignment(data)
+    errors = max_length_errors(content, LabelAssignment)
+    if errors:
+        raise ContentError(errors)
+    return content
 
 
 def _stored_content(stored: dict, name: str, version: int) -> dict:

@@ -16,7 +16,7 @@ from core import limits
 from core.errors import ContentError
 from engine import kinds
 from engine.assignments import labels_errors, node_selector_from_dict
-from engine.errors import EngineValidationError
+from engine.errors import EngineValidationError, join_path
 from engine.expectations import KINDS as EXPECTATION_KINDS
 from engine.labels import dns1123_label_errors
 from engine.selectors import label_selector_from_dict
@@ -36,19 +36,11 @@ class _Errors:
 
     def extend(self, pairs: list[tuple[str, str]], prefix: str) -> None:
         for path, message in pairs:
-            self.add(join(prefix, path), message)
+            self.add(join_path(prefix, path), message)
 
     def raise_if_any(self) -> None:
         if self.errors:
             raise ContentError(self.errors)
-
-
-def join(prefix: str, path: str) -> str:
-    if not prefix:
-        return path
-    if not path:
-        return prefix
-    return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
 
 
 def _slug_errors(value: Any) -> list[str]:
@@ -73,7 +65,7 @@ def _bool(data: Mapping, key: str, default: bool, errs: _Errors, prefix: str = "
     if value is None:
         return default
     if not isinstance(value, bool):
-        errs.add(join(prefix, key), "Must be a boolean (true or false).")
+        errs.add(join_path(prefix, key), "Must be a boolean (true or false).")
         return default
     return value
 
@@ -83,10 +75,10 @@ def _text(data: Mapping, key: str, errs: _Errors, prefix: str = "", max_len: int
     if value is None:
         return ""
     if not isinstance(value, str):
-        errs.add(join(prefix, key), "Must be a string.")
+        errs.add(join_path(prefix, key), "Must be a string.")
         return ""
     if max_len and len(value) > max_len:
-        errs.add(join(prefix, key), f"Must be at most {max_len} characters.")
+        errs.add(join_path(prefix, key), f"Must be at most {max_len} characters.")
     return value
 
 
@@ -102,7 +94,7 @@ def _mapping(value: Any, path: str, errs: _Errors) -> Mapping:
 def _unknown_keys(data: Mapping, allowed: AbstractSet[str], prefix: str, errs: _Errors) -> None:
     for key in data:
         if key not in allowed:
-            errs.add(join(prefix, str(key)), "Unknown field.")
+            errs.add(join_path(prefix, str(key)), "Unknown field.")
 
 
 # Kubernetes' own spellings of a LabelSelector's fields, accepted wherever a selector is read
@@ -119,7 +111,7 @@ def _selector_aliases(data: Mapping, path: str, errs: _Errors) -> Mapping:
         if alias not in renamed:
             continue
         if name in renamed:
-            errs.add(join(path, alias), f"Give {name} or {alias}, not both.")
+            errs.add(join_path(path, alias), f"Give {name} or {alias}, not both.")
         renamed[name] = renamed.pop(alias)
     return renamed
 
@@ -133,12 +125,12 @@ def clean_pod_selector(value: Any, path: str = "pod_selector") -> dict:
     _unknown_keys(data, {"namespaces", "match_labels", "match_expressions"}, path, errs)
     namespaces = data.get("namespaces") or []
     if not isinstance(namespaces, list):
-        errs.add(join(path, "namespaces"), "Must be a list of namespace names.")
+        errs.add(join_path(path, "namespaces"), "Must be a list of namespace names.")
         namespaces = []
     for i, ns in enumerate(namespaces):
         problems = dns1123_label_errors(ns) if isinstance(ns, str) else ["Must be a string."]
         for msg in problems:
-            errs.add(join(path, f"namespaces[{i}]"), msg)
+            errs.add(join_path(path, f"namespaces[{i}]"), msg)
     selector: dict[str, Any] = {
         "match_labels": data.get("match_labels") or {},
         "match_expressions": data.get("match_expressions") or [],
@@ -171,7 +163,7 @@ def _clean_rule(role: str, rule: Any, prefix: str) -> dict:
     kind = kinds.get(role, rule.get("kind"))
     if kind is None:
         raise ContentError(
-            {join(prefix, "kind"): [f"Must be one of {', '.join(kinds.names(role))}."]}
+            {join_path(prefix, "kind"): [f"Must be one of {', '.join(kinds.names(role))}."]}
         )
     extra = {"weight"} if role == kinds.WEIGHT else set()
     _unknown_keys(rule, COMMON_RULE_FIELDS | set(kind.fields) | extra, prefix, errs)
@@ -183,7 +175,7 @@ def _clean_rule(role: str, rule: Any, prefix: str) -> dict:
         and len(values) > limits.MAX_VALUES_PER_RULE
     ):
         errs.add(
-            join(prefix, "values"),
+            join_path(prefix, "values"),
             f"At most {limits.MAX_VALUES_PER_RULE} values (limit MAX_VALUES_PER_RULE).",
         )
         out.update({field: rule.get(field, "") for field in kind.fields}, values=[])
@@ -194,9 +186,9 @@ def _clean_rule(role: str, rule: Any, prefix: str) -> dict:
     if role == kinds.WEIGHT:
         weight = rule.get("weight")
         if isinstance(weight, bool) or not isinstance(weight, int):
-            errs.add(join(prefix, "weight"), "An integer weight in [-100, 100] is required.")
+            errs.add(join_path(prefix, "weight"), "An integer weight in [-100, 100] is required.")
         elif not -100 <= weight <= 100:
-            errs.add(join(prefix, "weight"), f"Must be in [-100, 100], got {weight}.")
+            errs.add(join_path(prefix, "weight"), f"Must be in [-100, 100], got {weight}.")
         out["weight"] = weight
     out["message"] = _text(rule, "message", errs, prefix, MESSAGE_MAX)
     out["enabled"] = _bool(rule, "enabled", True, errs, prefix)
@@ -227,9 +219,7 @@ def _rules(data: Mapping, key: str, cleaner: Any, errs: _Errors) -> list[dict]:
         try:
             out.append(cleaner(rule, f"{key}[{i}]"))
         except ContentError as exc:
-            for path, messages in exc.errors.items():
-                for msg in messages:
-                    errs.add(path, msg)
+            exc.merge_into(errs.errors)
     return out
 
 
@@ -251,9 +241,7 @@ def clean_policy(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> di
         pod_selector = clean_pod_selector(data.get("pod_selector"))
     except ContentError as exc:
         pod_selector = {}
-        for path, messages in exc.errors.items():
-            for msg in messages:
-                errs.add(path, msg)
+        exc.merge_into(errs.errors)
     content = {
         "name": data.get("name"),
         "description": _text(data, "description", errs, max_len=limits.MAX_DESCRIPTION_CHARS),

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 
 
 class PortalConfig(AppConfig):
@@ -10,3 +11,20 @@ class PortalConfig(AppConfig):
     name = "portal"
     label = "site"
     verbose_name = "Site"
+
+
+class PortalAdminConfig(admin_apps.AdminConfig):
+    """Django's admin with the portal's site (``portal.sites.PortalAdminSite``) as the default."""
+
+    default = False  # named in INSTALLED_APPS; the portal's own app is PortalConfig
+    default_site = "portal.sites.PortalAdminSite"
+
+    def ready(self) -> None:
+        super().ready()  # autodiscovers every app's admin module
+        from django.contrib import admin
+        from rest_framework.authtoken.models import TokenProxy
+
+        # DRF's own token admin would show keys in clear; the portal's tokens are hashed
+        # (core/tokens.py; core/admin.py's ApiTokenAdmin lists them).
+        if admin.site.is_registered(TokenProxy):
+            admin.site.unregister(TokenProxy)

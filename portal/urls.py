@@ -3,12 +3,11 @@
 
 from csp.decorators import csp_update
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from console.pods import pending_view, violations_view
-from console.views import dashboard_view, dry_run_view, explain_view
+from portal.api.views import api_not_found
 
 # Swagger UI (the split view: its start-up script is a separate, same-origin file) carries one
 # fixed <style> block; the CSP allows exactly that block, by hash, on this page only.
@@ -19,18 +18,11 @@ api_docs = csp_update({"style-src-elem": [SWAGGER_STYLE_HASH]})(
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
-    # The console's dashboard is the admin's landing page; the app list follows it.
-    path("admin/", admin.site.admin_view(dashboard_view), name="console-dashboard"),
-    path("admin/explain/", admin.site.admin_view(explain_view), name="console-explain"),
-    path(
-        "admin/dry-run/<slug:name>/",
-        admin.site.admin_view(dry_run_view),
-        name="console-dry-run",
-    ),
-    path("admin/pending/", admin.site.admin_view(pending_view), name="console-pending"),
-    path("admin/violations/", admin.site.admin_view(violations_view), name="console-violations"),
+    # The admin site (portal.sites.PortalAdminSite): the console's dashboard is its index and
+    # its pages (console/urls.py) are among its URLs.
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", api_docs, name="api-docs"),
+    re_path(r"^api/", api_not_found),  # the API's JSON 404 for any other path under /api/
 ]

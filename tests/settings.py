@@ -19,10 +19,10 @@ STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticF
 # test's own database setup and snapshots; the tests that exercise them switch them on.
 EXTENDER_REFRESH_ENABLED = False
 DECISION_LOG_ENABLED = False
-# Suites write far faster than people do; tests/api/test_throttles.py sets its own rate.
+# Suites write far faster than people do; tests/core/api/test_throttles.py sets its own rate.
 API_WRITE_RATE = "100000/minute"
 # A test that changes pods reads the violations again at once; production reuses a result up to
-# 5 s old while pods keep changing (tests/api/test_pods.py checks the reuse on its own).
+# 5 s old while pods keep changing (tests/inventory/api/test_pods.py checks the reuse on its own).
 POD_VERDICT_MAX_AGE_SECONDS = 0
 # WhiteNoise serves collected files; tests never collect them, so give it an empty directory.
 os.makedirs(STATIC_ROOT, exist_ok=True)  # noqa: F405

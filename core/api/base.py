@@ -16,7 +16,6 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from django.db import models
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.pagination import BasePagination, LimitOffsetPagination
 from rest_framework.parsers import BaseParser
@@ -33,6 +32,7 @@ from core.api.permissions import PortalModelPermissions
 from core.api.schema import PortalAutoSchema
 from core.errors import ContentError, VersionConflict
 from core.limits import MAX_NOTE_CHARS
+from core.limits import max_length_errors as max_length_errors  # where it used to live
 
 # Names in URLs: policy and cluster names are DNS labels, node names DNS subdomains (dots).
 NAME_LOOKUP_REGEX = r"[^/]+"
@@ -41,20 +41,6 @@ ETAG_PATTERN = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
 
 def user_name(user: Any) -> str | None:
     return user.get_username() if user is not None else None
-
-
-def max_length_errors(
-    content: Mapping[str, Any], model: type[models.Model], prefix: str = ""
-) -> dict[str, list[str]]:
-    """Strings longer than the model's column: refused here rather than by the database."""
-    errors: dict[str, list[str]] = {}
-    for field in model._meta.concrete_fields:
-        limit = getattr(field, "max_length", None)
-        value = content.get(field.name)
-        if limit and isinstance(value, str) and len(value) > limit:
-            path = f"{prefix}.{field.name}" if prefix else field.name
-            errors[path] = [f"Must be at most {limit} characters."]
-    return errors
 
 
 class ContentSerializer(serializers.Serializer):

@@ -26,6 +26,7 @@ from rest_framework.views import set_rollback
 
 from core import limits
 from core.errors import ContentError, ExpectationsBroken, VersionConflict
+from engine.errors import join_path
 
 logger = logging.getLogger(__name__)
 
@@ -64,19 +65,13 @@ class StaleVersion(exceptions.APIException):
         self.current_version = current_version
 
 
-def _join(prefix: str, key: str) -> str:
-    if not prefix:
-        return key
-    return f"{prefix}{key}" if key.startswith("[") else f"{prefix}.{key}"
-
-
 def flatten_errors(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     """DRF's nested error structure as ``{"a.b[2].c": ["message"]}``."""
     out: dict[str, list[str]] = {}
     if isinstance(detail, Mapping):
         for key, value in detail.items():
             key = str(key)
-            path = prefix if key == NON_FIELD and prefix else _join(prefix, key)
+            path = prefix if key == NON_FIELD and prefix else join_path(prefix, key)
             for p, msgs in flatten_errors(value, path).items():
                 out.setdefault(p, []).extend(msgs)
     elif isinstance(detail, list):

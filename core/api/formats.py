@@ -80,21 +80,6 @@ class TextYAMLParser(YAMLParser):
     media_type = "text/yaml"
 
 
-class NodeListYAMLParser(YAMLParser):
-    """A NodeList import in YAML: room for 5,000 whole node objects."""
-
-    max_bytes = limits.MAX_NODE_LIST_BYTES
-    limit_name = "MAX_NODE_LIST_BYTES"
-
-
-class NodeListXYAMLParser(NodeListYAMLParser):
-    media_type = "application/x-yaml"
-
-
-class NodeListTextYAMLParser(NodeListYAMLParser):
-    media_type = "text/yaml"
-
-
 class _BlockDumper(yaml.SafeDumper):
     """Multi-line strings (an embedded config file) as ``|`` blocks, the way people write them.
 

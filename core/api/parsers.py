@@ -66,10 +66,3 @@ class BoundedJSONParser(JSONParser):
         except orjson.JSONDecodeError as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
         return check_depth(value)
-
-
-class NodeListJSONParser(BoundedJSONParser):
-    """A NodeList import: the nesting limit, and room for 5,000 whole node objects."""
-
-    max_bytes = limits.MAX_NODE_LIST_BYTES
-    limit_name = "MAX_NODE_LIST_BYTES"

@@ -17,7 +17,8 @@ from core.api.base import NulGuardMixin
 from core.api.formats import JSONUnlessYAMLMixin, response_format, yaml_dump
 from core.api.permissions import ActionPermissions
 from core.api.schema import PortalAutoSchema
-from extender.admission_config import (
+from extender.api.views import external_url, warning_header
+from extender.config.admission_config import (
     DEFAULT_TIMEOUT_SECONDS,
     MAX_TIMEOUT_SECONDS,
     ca_bundle,
@@ -25,7 +26,6 @@ from extender.admission_config import (
     warnings,
     webhook_configuration,
 )
-from extender.api.views import external_url, warning_header
 from inventory.models import Cluster
 
 PARAMETERS = [

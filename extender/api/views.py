@@ -19,9 +19,9 @@ from core.api.base import NulGuardMixin
 from core.api.formats import JSONUnlessYAMLMixin, response_format, yaml_dump
 from core.api.permissions import ActionPermissions
 from core.api.schema import PortalAutoSchema
-from extender.bundles import kubeadm_bundle, second_scheduler_bundle
-from extender.native_profile import NativeProfile, native_profile
-from extender.scheduler_config import (
+from extender.config.bundles import kubeadm_bundle, second_scheduler_bundle
+from extender.config.native_profile import NativeProfile, native_profile
+from extender.config.scheduler_config import (
     DEFAULT_KUBE_VERSION,
     DEFAULT_NAMESPACE,
     DEFAULT_SCHEDULER_NAME,

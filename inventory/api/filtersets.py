@@ -9,11 +9,12 @@ from django.db.models.functions import Cast
 from rest_framework.exceptions import ValidationError
 
 from engine.labels import label_key_errors, label_value_errors
-from inventory.models import Cluster, ClusterSource, Node, SyncState
+from inventory import sources
+from inventory.models import Cluster, Node, SyncState
 
 
 class ClusterFilterSet(django_filters.FilterSet):
-    source = django_filters.ChoiceFilter(choices=ClusterSource.choices)
+    source = django_filters.ChoiceFilter(choices=sources.choices())
     sync_state = django_filters.ChoiceFilter(choices=SyncState.choices)
     search = django_filters.CharFilter(field_name="name", lookup_expr="icontains")
 

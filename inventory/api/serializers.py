@@ -11,42 +11,17 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from core.api.base import ContentSerializer, StrictSerializer, max_length_errors
-from core.errors import ContentError
+from core.api.base import ContentSerializer, StrictSerializer
 from engine.assignments import assigned_labels
+from inventory import sources
 from inventory.models import (
     AdmissionMode,
     Cluster,
-    ClusterSource,
     Node,
     SyncState,
     UnknownNodeAction,
 )
-from inventory.services import CLUSTER_FIELDS, clean_cluster, cluster_content
-
-STRING_FIELDS = ("display_name", "description", "kubeconfig_path", "kubeconfig_context")
-INT_MAX = 2_147_483_647
-
-
-def clean_cluster_for_api(data: Any) -> dict:
-    """``clean_cluster`` plus the type and length checks the database would otherwise make."""
-    errors: dict[str, list[str]] = {}
-    for field in STRING_FIELDS:
-        if field in data and not isinstance(data[field], str):
-            errors[field] = ["Must be a string."]
-    interval = data.get("sync_interval_seconds")
-    if isinstance(interval, int) and not isinstance(interval, bool) and interval > INT_MAX:
-        errors["sync_interval_seconds"] = [f"Must be at most {INT_MAX}."]
-    errors.update({k: v for k, v in max_length_errors(data, Cluster).items() if k not in errors})
-    try:
-        content = clean_cluster(data)
-    except ContentError as exc:
-        for path, messages in exc.errors.items():
-            errors.setdefault(path, messages)
-        content = {}
-    if errors:
-        raise ContentError(errors)
-    return content
+from inventory.services import CLUSTER_FIELDS, INT_MAX, clean_cluster_for_write, cluster_content
 
 
 class ClusterSerializer(ContentSerializer):
@@ -58,9 +33,9 @@ class ClusterSerializer(ContentSerializer):
     display_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     description = serializers.CharField(required=False, allow_blank=True)
     source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named "source"
-        choices=ClusterSource.values,
+        choices=sources.names(),
         required=False,
-        default=ClusterSource.STATIC,
+        default=sources.DEFAULT,
         help_text="kubernetes: synced with the official client; static: uploaded NodeLists.",
     )
     kubeconfig_path = serializers.CharField(
@@ -125,7 +100,7 @@ class ClusterSerializer(ContentSerializer):
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
 
-    clean = staticmethod(clean_cluster_for_api)
+    clean = staticmethod(clean_cluster_for_write)
     content_of = staticmethod(cluster_content)
     control_fields = ("version",)
 

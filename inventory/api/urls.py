@@ -6,10 +6,14 @@ from __future__ import annotations
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from core.api.formats import NodeListTextYAMLParser, NodeListXYAMLParser, NodeListYAMLParser
-from core.api.parsers import NodeListJSONParser
 from core.middleware import allows_large_body
 from inventory.api import pods, views
+from inventory.api.parsers import (
+    NodeListJSONParser,
+    NodeListTextYAMLParser,
+    NodeListXYAMLParser,
+    NodeListYAMLParser,
+)
 
 router = SimpleRouter()
 router.register("clusters", views.ClusterViewSet, basename="cluster")

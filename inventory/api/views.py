@@ -23,6 +23,7 @@ from core.api.base import NAME_LOOKUP_REGEX, ContentViewSet, ReadOnlyPortalViewS
 from core.api.errors import PreconditionRequired
 from core.api.schema import DETAIL_SCHEMA
 from core.errors import ContentError
+from inventory import sources
 from inventory.api.filtersets import ClusterFilterSet, NodeFilterSet
 from inventory.api.serializers import (
     ClusterSerializer,
@@ -33,7 +34,7 @@ from inventory.api.serializers import (
 )
 from inventory.hooks import cluster_assignment_specs
 from inventory.imports import nodes_import, parse_node_list
-from inventory.models import Cluster, ClusterSource, Node
+from inventory.models import Cluster, Node
 from inventory.services import cluster_create, cluster_delete, cluster_update
 
 logger = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ class ClusterViewSet(ContentViewSet):
     @action(detail=True, methods=["post"], filterset_class=None, pagination_class=None)
     def sync(self, request: Request, name: str | None = None) -> Response:
         cluster = self.get_object()
-        if cluster.source != ClusterSource.KUBERNETES:
+        if not sources.of(cluster).live:
             raise ContentError(
                 {
                     "cluster": [
@@ -94,7 +95,7 @@ class ClusterViewSet(ContentViewSet):
                     ]
                 }
             )
-        from inventory.tasks import sync_cluster
+        from inventory.tasks import SyncNotQueued, queue_sync
 
         confirm = (
             request.data.get("confirm_removal", False) if hasattr(request.data, "get") else False
@@ -102,15 +103,15 @@ class ClusterViewSet(ContentViewSet):
         if not isinstance(confirm, bool):
             raise ContentError({"confirm_removal": ["Must be true or false."]})
         try:
-            result = sync_cluster.delay(cluster.pk, confirm_removal=confirm)
-        except Exception as exc:  # broker errors differ per transport; all mean "not queued"
+            task_id = queue_sync(cluster.pk, confirm_removal=confirm)
+        except SyncNotQueued as exc:
             logger.warning("could not queue sync of %s: %s", cluster.name, exc)
             return Response(
                 {"detail": "The task queue is unreachable; the sync was not queued."},
                 status=status.HTTP_503_SERVICE_UNAVAILABLE,
             )
         return Response(
-            {"task_id": str(result.id), "cluster": cluster.name}, status=status.HTTP_202_ACCEPTED
+            {"task_id": task_id, "cluster": cluster.name}, status=status.HTTP_202_ACCEPTED
         )
 
 

@@ -235,7 +235,7 @@ class PolicyAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, PolicyAction
     def dry_run_link(self, obj: Policy) -> SafeString | str:
         if obj.pk is None:
             return "Saved in dry-run, a policy decides nothing and records what it would reject."
-        url = reverse("console-dry-run", args=[obj.name])
+        url = reverse("admin:console-dry-run", args=[obj.name])
         return format_html(
             '<a href="{}">What {} would have rejected (last hour, 24 h)</a>', url, obj.name
         )

@@ -21,7 +21,7 @@ from policies.admin.confirm import (
     confirmed,
 )
 from policies.content import policy_content
-from policies.models import LabelAssignmentVersion, Policy, PolicyVersion
+from policies.models import LabelAssignment, LabelAssignmentVersion, Policy, PolicyVersion
 from policies.services import label_assignment_rollback, policy_restore, policy_rollback
 
 
@@ -40,8 +40,103 @@ class DeletedFilter(admin.SimpleListFilter):
         return queryset
 
 
+class VersionAdmin(ReadOnlyAdmin):
+    """A version of a versioned object (a policy, a label assignment): read-only, with the diff
+    against the previous version, the content, and a rollback shown before it is made.
+
+    Subclasses name the versioned object's foreign key (``object_field``), the name kept after
+    a delete (``name_field``), what to call it, and how to confirm and make a rollback.
+    """
+
+    object_field = ""
+    name_field = ""
+    object_label = ""
+    change_permission = ""
+    restorable = False  # a deleted object can be created again from a version
+
+    def has_rollback_permission(self, request: HttpRequest) -> bool:
+        # A rollback is an edit of the object, so it needs the object's change permission.
+        return request.user.has_perm(self.change_permission)
+
+    def rollback_item(self, current: Any, old: Any) -> dict[str, Any]:
+        """The confirmation page's item: the diff from the current content to the old one."""
+        raise NotImplementedError
+
+    def rollback(self, request: HttpRequest, current: Any, old: Any) -> Any:
+        """Make the rollback through the services; returns the object as written."""
+        raise NotImplementedError
+
+    def roll_back(self, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
+        selected = list(queryset.select_related(self.object_field)[:2])
+        if len(selected) != 1:
+            self.message_user(
+                request, "Select exactly one version to roll back to.", messages.ERROR
+            )
+            return None
+        old = selected[0]
+        current = getattr(old, self.object_field)
+        if current is None:
+            name = getattr(old, self.name_field)
+            self.message_user(
+                request,
+                f"The {self.object_label} {name} was deleted: there is nothing to roll back."
+                + (" Restore it from this version instead." if self.restorable else ""),
+                messages.ERROR,
+            )
+            return None
+        if not confirmed(request):
+            item = self.rollback_item(current, old)
+            item["label"] = (
+                f"{current.name}: version {current.version} → content of version {old.version}"
+            )
+            return confirmation_page(
+                self,
+                request,
+                title=f"Roll back {current.name} to version {old.version}",
+                action="roll_back_to_version",
+                selected=selected,
+                items=[item],
+                button="Yes, roll back",
+            )
+        before = current.version
+        try:
+            written = self.rollback(request, current, old)
+        except ContentError as exc:
+            self.message_user(request, f"Not rolled back: {exc}", messages.ERROR)
+            return None
+        if written.version == before:
+            text = (
+                f"Nothing changed: {written.name} already has the content of version {old.version}."
+            )
+        else:
+            text = (
+                f"Rolled back {written.name} to version {old.version} as version {written.version}."
+            )
+        self.message_user(request, text, messages.SUCCESS)
+        return None
+
+    @admin.display(description="author", ordering="author_name")
+    def author_display(self, obj: Any) -> str:
+        return obj.author_name or "system"
+
+    @admin.display(description="changes since the previous version")
+    def diff_display(self, obj: Any) -> SafeString | str:
+        name = getattr(obj, self.name_field)
+        previous = (
+            type(obj)
+            .objects.filter(**{self.name_field: name, "version__lt": obj.version})
+            .order_by("-version")
+            .first()
+        )
+        return version_diff(previous.content if previous else None, obj.content)
+
+    @admin.display(description="content")
+    def content_display(self, obj: Any) -> SafeString | str:
+        return json_pre(obj.content)
+
+
 @admin.register(PolicyVersion)
-class PolicyVersionAdmin(ReadOnlyAdmin):
+class PolicyVersionAdmin(VersionAdmin):
     list_display = ("policy_name", "state", "version", "author_display", "created_at", "note")
     list_filter = (DeletedFilter, "policy")
     list_select_related = ("policy",)
@@ -59,9 +154,11 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
     )
     readonly_fields = fields
 
-    def has_rollback_permission(self, request: HttpRequest) -> bool:
-        # A rollback is an edit of the policy, so it needs the policy's change permission.
-        return request.user.has_perm("policies.change_policy")
+    object_field = "policy"
+    name_field = "policy_name"
+    object_label = "policy"
+    change_permission = "policies.change_policy"
+    restorable = True
 
     @admin.action(
         description="Roll back the policy to the selected version", permissions=["rollback"]
@@ -69,53 +166,14 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
     def roll_back_to_version(
         self, request: HttpRequest, queryset: QuerySet[PolicyVersion]
     ) -> TemplateResponse | None:
-        selected = list(queryset.select_related("policy")[:2])
-        if len(selected) != 1:
-            self.message_user(
-                request, "Select exactly one version to roll back to.", messages.ERROR
-            )
-            return None
-        old = selected[0]
-        if old.policy is None:
-            self.message_user(
-                request,
-                f"Policy {old.policy_name} was deleted: restore it from this version instead.",
-                messages.ERROR,
-            )
-            return None
-        if not confirmed(request):
-            # First the diff from the current content and what the old content would do.
-            item = change_item(old.policy, dict(policy_content(old.policy)), old.content)
-            item["label"] = (
-                f"{old.policy.name}: version {old.policy.version} → content of version "
-                f"{old.version}"
-            )
-            return confirmation_page(
-                self,
-                request,
-                title=f"Roll back {old.policy.name} to version {old.version}",
-                action="roll_back_to_version",
-                selected=selected,
-                items=[item],
-                button="Yes, roll back",
-            )
-        try:
-            policy = policy_rollback(
-                actor=request.user, policy=old.policy, version=old.version, force=True
-            )
-        except ContentError as exc:
-            self.message_user(request, f"Not rolled back: {exc}", messages.ERROR)
-            return None
-        if policy.version == old.policy.version:
-            text = (
-                f"Nothing changed: {policy.name} already has the content of version {old.version}."
-            )
-        else:
-            text = (
-                f"Rolled back {policy.name} to version {old.version} as version {policy.version}."
-            )
-        self.message_user(request, text, messages.SUCCESS)
-        return None
+        return self.roll_back(request, queryset)
+
+    def rollback_item(self, current: Policy, old: PolicyVersion) -> dict[str, Any]:
+        # The diff from the current content and what the old content would do.
+        return change_item(current, dict(policy_content(current)), old.content)
+
+    def rollback(self, request: HttpRequest, current: Policy, old: PolicyVersion) -> Policy:
+        return policy_rollback(actor=request.user, policy=current, version=old.version, force=True)
 
     def has_restore_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm("policies.add_policy")
@@ -168,26 +226,9 @@ class PolicyVersionAdmin(ReadOnlyAdmin):
     def state(self, obj: PolicyVersion) -> str:
         return "deleted" if obj.policy is None else f"at version {obj.policy.version}"
 
-    @admin.display(description="author", ordering="author_name")
-    def author_display(self, obj: PolicyVersion) -> str:
-        return obj.author_name or "system"
-
-    @admin.display(description="changes since the previous version")
-    def diff_display(self, obj: PolicyVersion) -> SafeString | str:
-        previous = (
-            PolicyVersion.objects.filter(policy_name=obj.policy_name, version__lt=obj.version)
-            .order_by("-version")
-            .first()
-        )
-        return version_diff(previous.content if previous else None, obj.content)
-
-    @admin.display(description="content")
-    def content_display(self, obj: PolicyVersion) -> SafeString | str:
-        return json_pre(obj.content)
-
 
 @admin.register(LabelAssignmentVersion)
-class LabelAssignmentVersionAdmin(ReadOnlyAdmin):
+class LabelAssignmentVersionAdmin(VersionAdmin):
     """Label-assignment versions: a diff against the previous one, and rollback."""
 
     list_display = ("assignment_name", "version", "author_display", "created_at", "note")
@@ -207,8 +248,10 @@ class LabelAssignmentVersionAdmin(ReadOnlyAdmin):
     )
     readonly_fields = fields
 
-    def has_rollback_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("policies.change_labelassignment")
+    object_field = "assignment"
+    name_field = "assignment_name"
+    object_label = "label assignment"
+    change_permission = "policies.change_labelassignment"
 
     @admin.action(
         description="Roll back the label assignment to the selected version",
@@ -217,61 +260,16 @@ class LabelAssignmentVersionAdmin(ReadOnlyAdmin):
     def roll_back_to_version(
         self, request: HttpRequest, queryset: QuerySet[LabelAssignmentVersion]
     ) -> TemplateResponse | None:
-        selected = list(queryset.select_related("assignment")[:2])
-        assignment = selected[0].assignment if len(selected) == 1 else None
-        if assignment is None:
-            self.message_user(
-                request,
-                "Select exactly one version of an existing label assignment.",
-                messages.ERROR,
-            )
-            return None
-        old = selected[0]
-        if not confirmed(request):
-            item = assignment_item(
-                assignment,
-                {**old.content, "name": assignment.name},
-                f"{assignment.name}: version {assignment.version} → content of version "
-                f"{old.version}",
-            )
-            return confirmation_page(
-                self,
-                request,
-                title=f"Roll back {assignment.name} to version {old.version}",
-                action="roll_back_to_version",
-                selected=selected,
-                items=[item],
-                button="Yes, roll back",
-            )
-        try:
-            updated = label_assignment_rollback(
-                actor=request.user, assignment=assignment, version=old.version, force=True
-            )
-        except ContentError as exc:
-            self.message_user(request, f"Not rolled back: {exc}", messages.ERROR)
-            return None
-        self.message_user(
-            request,
-            f"Rolled back {updated.name} to version {old.version} as version {updated.version}.",
-            messages.SUCCESS,
+        return self.roll_back(request, queryset)
+
+    def rollback_item(
+        self, current: LabelAssignment, old: LabelAssignmentVersion
+    ) -> dict[str, Any]:
+        return assignment_item(current, {**old.content, "name": current.name}, "")
+
+    def rollback(
+        self, request: HttpRequest, current: LabelAssignment, old: LabelAssignmentVersion
+    ) -> LabelAssignment:
+        return label_assignment_rollback(
+            actor=request.user, assignment=current, version=old.version, force=True
         )
-        return None
-
-    @admin.display(description="author", ordering="author_name")
-    def author_display(self, obj: LabelAssignmentVersion) -> str:
-        return obj.author_name or "system"
-
-    @admin.display(description="changes since the previous version")
-    def diff_display(self, obj: LabelAssignmentVersion) -> SafeString | str:
-        previous = (
-            LabelAssignmentVersion.objects.filter(
-                assignment_name=obj.assignment_name, version__lt=obj.version
-            )
-            .order_by("-version")
-            .first()
-        )
-        return version_diff(previous.content if previous else None, obj.content)
-
-    @admin.display(description="content")
-    def content_display(self, obj: LabelAssignmentVersion) -> SafeString | str:
-        return json_pre(obj.content)

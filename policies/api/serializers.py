@@ -11,27 +11,24 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from core.api.base import ContentSerializer, StrictSerializer, max_length_errors, user_name
-from core.errors import ContentError
+from core.api.base import ContentSerializer, StrictSerializer, user_name
 from engine import kinds
 from engine.selectors import NODE_OPERATORS as NODE_OPERATOR_NAMES
 from engine.selectors import POD_OPERATORS as POD_OPERATOR_NAMES
-from policies.api.diff import content_diff
 from policies.content import label_assignment_content, policy_content
+from policies.diff import content_diff
 from policies.models import (
     CONDITION_STATUS_CHOICES,
     FILTER_KIND_CHOICES,
     OPERATOR_CHOICES,
     WEIGHT_KIND_CHOICES,
-    FilterRule,
     LabelAssignment,
     LabelAssignmentVersion,
     Policy,
     PolicyMode,
     PolicyVersion,
-    WeightRule,
 )
-from policies.validation import clean_label_assignment, clean_policy
+from policies.services import clean_assignment_for_write, clean_policy_for_write
 
 POD_OPERATORS = list(POD_OPERATOR_NAMES)
 NODE_OPERATORS = list(NODE_OPERATOR_NAMES)
@@ -110,31 +107,6 @@ class WeightRuleSerializer(RuleFieldsSerializer):
     weight = serializers.IntegerField(min_value=-100, max_value=100)
 
 
-def _check_policy_lengths(content: dict) -> dict[str, list[str]]:
-    errors = max_length_errors(content, Policy)
-    for key, model in (("filter_rules", FilterRule), ("weight_rules", WeightRule)):
-        for i, rule in enumerate(content.get(key) or []):
-            errors.update(max_length_errors(rule, model, f"{key}[{i}]"))
-    return errors
-
-
-def clean_policy_for_api(data: Any) -> dict:
-    """``clean_policy`` plus the column lengths the database would otherwise refuse."""
-    content = clean_policy(data)
-    errors = _check_policy_lengths(content)
-    if errors:
-        raise ContentError(errors)
-    return content
-
-
-def clean_assignment_for_api(data: Any) -> dict:
-    content = clean_label_assignment(data)
-    errors = max_length_errors(content, LabelAssignment)
-    if errors:
-        raise ContentError(errors)
-    return content
-
-
 class AuthoredFieldsSerializer(ContentSerializer):
     """Version and authorship of a versioned object."""
 
@@ -182,7 +154,7 @@ class PolicySerializer(AuthoredFieldsSerializer):
     filter_rules = FilterRuleSerializer(many=True, required=False)
     weight_rules = WeightRuleSerializer(many=True, required=False)
 
-    clean = staticmethod(clean_policy_for_api)
+    clean = staticmethod(clean_policy_for_write)
     content_of = staticmethod(policy_content)
 
     def to_representation(self, instance: Policy) -> dict:
@@ -212,7 +184,7 @@ class LabelAssignmentSerializer(AuthoredFieldsSerializer):
         child=serializers.CharField(allow_blank=True), help_text="{key: value}, at least one."
     )
 
-    clean = staticmethod(clean_assignment_for_api)
+    clean = staticmethod(clean_assignment_for_write)
     content_of = staticmethod(label_assignment_content)
 
     def to_representation(self, instance: LabelAssignment) -> dict:

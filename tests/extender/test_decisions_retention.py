@@ -10,7 +10,8 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from extender.models import Decision
-from extender.tasks import PURGE_LOCK_KEY, decisions_purge, purge_decisions
+from extender.retention import PURGE_LOCK_KEY, decisions_purge
+from extender.tasks import purge_decisions
 from portal.celery import app
 
 

@@ -12,7 +12,7 @@ from engine.evaluate import evaluate_pod
 from engine.facts import NodeFacts
 from engine.pods import PodFacts
 from engine.policy import compile_policy
-from extender.native_profile import native_profile
+from extender.config.native_profile import native_profile
 
 KEYS = ["zone", "tier", "gpu", "gen"]
 VALUES = ["a", "b", "c", "1", "2", "10"]

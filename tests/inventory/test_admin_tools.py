@@ -143,7 +143,7 @@ def test_test_connection_reports_success_and_a_safe_error(
     admin_client, kube, cluster, make_kube_cluster
 ) -> None:
     from tests.inventory.conftest import add_nodes
-    from tests.ui.helpers import run_action
+    from tests.support.ui_helpers import run_action
 
     add_nodes(kube, 3)
     static = make_cluster("static-one")

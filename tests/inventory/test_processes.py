@@ -25,8 +25,8 @@ from django.conf import settings
 from django.db import connection
 
 from inventory.models import Cluster, Node, SyncState
-from tests.reliability.server import free_port
 from tests.support.fake_kube import FakeKubeServer
+from tests.support.portal_server import free_port
 
 from .conftest import add_nodes
 

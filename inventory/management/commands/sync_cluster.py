@@ -6,8 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from inventory import sources
 from inventory.kube import KubeError
-from inventory.models import Cluster, ClusterSource
+from inventory.models import Cluster
 from inventory.sync import SyncInProgress, sync_cluster
 
 
@@ -26,7 +27,7 @@ class Command(BaseCommand):
         cluster = Cluster.objects.filter(name=options["cluster"]).first()
         if cluster is None:
             raise CommandError(f"No cluster named {options['cluster']!r}.")
-        if cluster.source != ClusterSource.KUBERNETES:
+        if not sources.of(cluster).live:
             raise CommandError(f"Cluster {cluster.name!r} is static: use import_nodes.")
         try:
             result = sync_cluster(cluster_id=cluster.pk, confirm_removal=options["confirm_removal"])

@@ -12,8 +12,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.metrics import serve_metrics
 from core.singleton import SingletonLock, wait_for_lock, watch_lock
+from inventory import sources
 from inventory.metrics import watcher_leader
-from inventory.models import Cluster, ClusterSource
+from inventory.models import Cluster
 from inventory.pod_watch import PodWatcher
 from inventory.requeue import DEBOUNCE_SECONDS, Requeuer
 from inventory.watch import ClusterWatcher, ResourceWatcher, watch_clusters
@@ -68,7 +69,7 @@ class Command(BaseCommand):
             cluster = Cluster.objects.filter(name=name).first()
             if cluster is None:
                 raise CommandError(f"No cluster named {name!r}.")
-            if cluster.source != ClusterSource.KUBERNETES:
+            if not sources.of(cluster).live:
                 raise CommandError(f"Cluster {name!r} is static; only Kubernetes clusters sync.")
         stop = threading.Event()
         leader = watcher_leader()

@@ -14,9 +14,11 @@ EXTENDER_PORT="${EXTENDER_PORT:-8001}"
 WEB_CONCURRENCY="${WEB_CONCURRENCY:-2}"
 WATCHER_METRICS_PORT="${WATCHER_METRICS_PORT:-8002}"
 WORKER_METRICS_PORT="${WORKER_METRICS_PORT:-8003}"
+SCHEDULER_METRICS_PORT="${SCHEDULER_METRICS_PORT:-8004}"
 # EXTENDER_BIND too, so the web's scheduler-config generator points kube-scheduler here.
 EXTENDER_BIND="${HOST}:${EXTENDER_PORT}"
 export HOST PORT EXTENDER_PORT EXTENDER_BIND WEB_CONCURRENCY WATCHER_METRICS_PORT WORKER_METRICS_PORT
+export SCHEDULER_METRICS_PORT
 
 # shellcheck source=deploy/local-env.sh
 . deploy/local-env.sh
@@ -42,6 +44,8 @@ processes=(
     "beat=$PY manage.py run_beat --schedule ${VAR}/celerybeat-schedule"
 )
 processes+=("watcher=$PY manage.py watch_nodes")
+# The own scheduler: places the pods naming a cluster's scheduler_name (idle when none does).
+processes+=("scheduler=$PY manage.py run_scheduler")
 
 case "$HOST" in
     0.0.0.0 | "::" | "[::]") shown_host=127.0.0.1 ;;
@@ -57,8 +61,9 @@ cat <<BANNER
     Extender   ${extender}/extender/   (kube-scheduler's own port; probes ${extender}/readyz)
     Metrics    ${base}/metrics  ${extender}/metrics
                watcher :${WATCHER_METRICS_PORT}/metrics  worker :${WORKER_METRICS_PORT}/metrics
+               scheduler :${SCHEDULER_METRICS_PORT}/metrics
     Login      ${admin_message}
-  Ctrl-C stops web, extender, worker, beat and watcher.
+  Ctrl-C stops web, extender, worker, beat, watcher and scheduler.
 
 BANNER
 

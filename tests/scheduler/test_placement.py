@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from extender.decisions import decision_from_call
 from extender.records import CallRecord
 from policies.compile import current_snapshot
 from portal.management.commands.run_scheduler import RECORD_FIELDS
@@ -301,6 +302,12 @@ def test_two_hundred_pods_on_fifty_nodes(harness: Harness) -> None:
     call = CallRecord(**{f: getattr(record, f) for f in RECORD_FIELDS})
     assert (call.nodes_in, call.nodes_out) == (50, 0)
     assert call.rejected
+    row = decision_from_call(0.0, call)
+    row.save()  # the decision log's own row, as its writer makes it
+    assert (row.verb, row.pod_name, row.rejected_count) == ("schedule", "job-009", 50)
+    placed = next(r for r in harness.records if r.pod_name == "job-000")
+    assert placed.candidates == [bound["default/job-000"]]
+    assert placed.top_scores[0][0] == bound["default/job-000"]
 
     # A large node joins: the huge pods are placed on it, no others move.
     big = node("node-big", cpu="256", memory="512Gi", labels={"zone": "a", "pool": "big"})

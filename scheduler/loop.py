@@ -128,6 +128,7 @@ class ClusterScheduler:
         self.markers: tuple[int, int] | None = None
         self.pods_stale = True
         self.last_reload = 0.0
+        self.last_marker_read = 0.0
         self.held: dict[str, float] = {}  # uid -> monotonic time until which it is not retried
         self.in_flight_binds = 0
 
@@ -175,7 +176,11 @@ class ClusterScheduler:
     # -- refresh ---------------------------------------------------------------------------
 
     def refresh(self, now: float, *, force: bool = False) -> None:
-        markers = self.state.markers()
+        if not force and self.markers is not None and now - self.last_marker_read < POLL_SECONDS:
+            markers = self.markers  # read at most every POLL_SECONDS while pods keep coming
+        else:
+            markers = self.state.markers()
+            self.last_marker_read = now
         changed = markers != self.markers
         if self.markers is None or markers[0] != self.markers[0] or force:
             self.snapshot = current_snapshot()

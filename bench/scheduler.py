@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -178,6 +179,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
+    # SIGTERM runs the cleanup below (the child processes are stopped by their pids).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     load_before = os.getloadavg()[0]
     url, db_note, created_db = choose_database()
     os.environ["DATABASE_URL"] = url

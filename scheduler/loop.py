@@ -51,6 +51,10 @@ logger = logging.getLogger(__name__)
 # between two re-reads of the pods (seconds).
 POLL_SECONDS = 0.05
 RELOAD_SECONDS = 0.25
+# The bound pods' usage (every bound pod read) at most this often, and at most a fifth of the
+# time: between two reads the assumed pods keep the books of what this scheduler placed.
+USAGE_RELOAD_SECONDS = 2.0
+USAGE_SHARE = 5.0
 # A pod whose binding found it already bound is not tried again for this long (the inventory
 # will show it bound meanwhile).
 CONFLICT_HOLD_SECONDS = 30.0
@@ -128,6 +132,8 @@ class ClusterScheduler:
         self.markers: tuple[int, int] | None = None
         self.pods_stale = True
         self.last_reload = 0.0
+        self.last_usage = -1e9
+        self.usage_interval = USAGE_RELOAD_SECONDS
         self.last_marker_read = 0.0
         self.held: dict[str, float] = {}  # uid -> monotonic time until which it is not retried
         self.in_flight_binds = 0
@@ -190,12 +196,20 @@ class ClusterScheduler:
             self.markers = markers
         if self.pods_stale and (force or now - self.last_reload >= RELOAD_SECONDS):
             self.pods_stale = False
-            self.last_reload = now
             self.drain()
-            pending = self.state.reload_pods(self.scheduler_name)
+            usage = force or now - self.last_usage >= self.usage_interval
+            pending, new = self.state.reload_pods(
+                self.scheduler_name, self.queue.known(), usage=usage
+            )
+            done = time.monotonic()
+            if usage:
+                self.last_usage = done
+                self.usage_interval = max(USAGE_RELOAD_SECONDS, USAGE_SHARE * (done - now))
+            # Time to schedule between two reads, however long a read took.
+            self.last_reload = done
             self.held = {uid: until for uid, until in self.held.items() if until > now}
             exclude = set(self.state.assumed) | set(self.held)
-            self.queue.sync(pending, now, exclude=exclude)
+            self.queue.sync(pending, new, now, exclude=exclude)
             if changed:
                 self.queue.cluster_changed(now)
             self._publish_queue()

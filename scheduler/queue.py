@@ -64,25 +64,30 @@ class SchedulingQueue:
 
     # -- membership ------------------------------------------------------------------------
 
-    def sync(self, pending: Iterable[QueuedPod], now: float, *, exclude: set[str]) -> None:
-        """Make the queue hold exactly the ``pending`` pods (less ``exclude``: pods placed but
-        not yet seen bound, and those being bound): new pods go to ``active``, pods no longer
-        pending leave, known ones keep their attempts and backoff."""
-        seen: set[str] = set()
-        for pod in pending:
-            if pod.uid in exclude or pod.uid in self.in_flight:
+    def sync(
+        self,
+        pending: set[str],
+        new: Iterable[QueuedPod],
+        now: float,
+        *,
+        exclude: set[str],
+    ) -> None:
+        """Make the queue hold exactly the ``pending`` pods (by uid), less ``exclude`` (pods
+        placed but not yet seen bound, and those being bound): ``new`` holds the pods the
+        queue does not know yet, which go to ``active``; pods no longer pending leave; known
+        ones keep their attempts and backoff."""
+        for pod in new:
+            if pod.uid in exclude or pod.uid in self.in_flight or pod.uid in self.pods:
                 continue
-            seen.add(pod.uid)
-            known = self.pods.get(pod.uid)
-            if known is None:
-                pod.first_seen = pod.first_seen or now
-                self.pods[pod.uid] = pod
-                self._push(pod)
-            else:
-                # Labels and spec may have changed (tolerations can be added): judge the new.
-                known.labels, known.spec, known.priority = pod.labels, pod.spec, pod.priority
-        for uid in [uid for uid in self.pods if uid not in seen]:
+            pod.first_seen = pod.first_seen or now
+            self.pods[pod.uid] = pod
+            self._push(pod)
+        for uid in [uid for uid in self.pods if uid not in pending or uid in exclude]:
             self.forget(uid)
+
+    def known(self) -> set[str]:
+        """The uids the queue holds or has handed out."""
+        return set(self.pods) | self.in_flight
 
     def forget(self, uid: str) -> None:
         self.pods.pop(uid, None)

@@ -5,6 +5,9 @@ watch_nodes``): the scheduler never lists the API server. ``reload_nodes`` reads
 kube-scheduler's basic fit sees them; ``reload_pods`` reads the pending pods that name the
 scheduler and what the pods bound to each node hold of it (``inventory.pod_queries``).
 
+The pending pods' uids are read on every pod change, their specs only when new; the bound
+pods' usage, a read of every bound pod, less often (``loop.ClusterScheduler.refresh``).
+
 The **assumed-pod cache**: a pod the scheduler has placed is counted on its node at once
 (``assume``), before its binding is sent, so that the next pod does not take the same room.
 The assumption is dropped when the inventory shows the pod bound (it is then counted from
@@ -30,6 +33,7 @@ from inventory.models import Cluster, Node, Pod, PodInventory
 from inventory.pod_queries import bound_pods, pending_pods, pod_spec_facts
 from scheduler.queue import QueuedPod
 
+READ_CHUNK = 500  # uids per query (SQLite allows 999 parameters)
 PENDING_FIELDS = (
     "uid",
     "namespace",
@@ -121,8 +125,7 @@ class ClusterState:
         self.nodes: list[fit.FitNode] = []
         self.usage: dict[str, fit.NodeUsage] = {}
         self.assumed: dict[str, Assumed] = {}
-        self.node_marker: int | None = None
-        self.pod_marker: int | None = None
+        self.bound_uids: set[str] = set()
 
     # -- change markers --------------------------------------------------------------------
 
@@ -140,13 +143,27 @@ class ClusterState:
     def reload_nodes(self) -> None:
         self.nodes = read_nodes(self.cluster)
 
-    def reload_pods(self, scheduler_name: str) -> list[QueuedPod]:
-        """Re-read the pending pods that name ``scheduler_name`` and the bound pods' usage;
-        settle the assumptions (module docstring). Returns the pending pods not assumed."""
+    def reload_pods(
+        self, scheduler_name: str, known: set[str], *, usage: bool
+    ) -> tuple[set[str], list[QueuedPod]]:
+        """The uids of the pending pods that name ``scheduler_name``, and those of them not in
+        ``known`` (nor assumed) read whole. With ``usage``, also re-read what the bound pods
+        hold of each node and settle the assumptions (module docstring); without, the usage
+        read last stays, with the assumptions made since counted on it."""
         now = time.monotonic()
-        pending_rows = list(
-            pending_pods(self.cluster, scheduler_names=[scheduler_name]).only(*PENDING_FIELDS)
-        )
+        pending = pending_pods(self.cluster, scheduler_names=[scheduler_name])
+        pending_uids = set(pending.values_list("uid", flat=True))
+        if usage:
+            self._reload_usage(pending_uids)
+        wanted = [uid for uid in pending_uids if uid not in known and uid not in self.assumed]
+        rows: list[Pod] = []
+        for start in range(0, len(wanted), READ_CHUNK):
+            chunk = wanted[start : start + READ_CHUNK]
+            rows.extend(pending.filter(uid__in=chunk).only(*PENDING_FIELDS).order_by())
+        pending_uids -= self.bound_uids
+        return pending_uids, [queued_pod(row, now) for row in rows if row.uid in pending_uids]
+
+    def _reload_usage(self, pending_uids: set[str]) -> None:
         usage: dict[str, fit.NodeUsage] = {}
         bound: set[str] = set()
         rows = bound_pods(self.cluster).values_list("uid", "node_name", "requests", "host_ports")
@@ -162,18 +179,13 @@ class ClusterState:
             entry.pods += 1
             if ports:
                 entry.host_ports.extend(_ports(ports))
-        pending_uids = {row.uid for row in pending_rows}
         for uid, assumed in list(self.assumed.items()):
             if uid in bound or (assumed.bound_at is not None and uid not in pending_uids):
                 del self.assumed[uid]
                 continue
             usage.setdefault(assumed.node, fit.NodeUsage()).add(assumed.pod.spec)
         self.usage = usage
-        return [
-            queued_pod(row, now)
-            for row in pending_rows
-            if row.uid not in bound and row.uid not in self.assumed
-        ]
+        self.bound_uids = bound
 
     # -- assumptions -----------------------------------------------------------------------
 

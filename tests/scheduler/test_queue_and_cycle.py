@@ -39,7 +39,7 @@ def test_priority_first_then_age_then_name() -> None:
         queued("b-mid", priority=5, created=2),
         queued("a-mid", priority=5, created=2),
     ]
-    q.sync(pods, 0.0, exclude=set())
+    q.sync({p.uid for p in pods}, pods, 0.0, exclude=set())
     order = []
     while (p := q.pop(0.0)) is not None:
         order.append(p.name)
@@ -50,7 +50,7 @@ def test_priority_first_then_age_then_name() -> None:
 def test_backoff_doubles_from_one_second_to_ten() -> None:
     q = SchedulingQueue(initial=1.0, maximum=10.0)
     p = queued("p")
-    q.sync([p], 0.0, exclude=set())
+    q.sync({p.uid}, [p], 0.0, exclude=set())
     waits = []
     now = 0.0
     for _ in range(6):
@@ -66,7 +66,7 @@ def test_backoff_doubles_from_one_second_to_ten() -> None:
 def test_unschedulable_pods_wait_for_a_cluster_change() -> None:
     q = SchedulingQueue(initial=1.0, maximum=10.0)
     p = queued("p")
-    q.sync([p], 0.0, exclude=set())
+    q.sync({p.uid}, [p], 0.0, exclude=set())
     assert q.pop(0.0) is p
     q.unschedulable_pod(p, 0.0)
     assert q.counts() == {"active": 0, "backoff": 0, "unschedulable": 1}
@@ -83,8 +83,8 @@ def test_unschedulable_pods_wait_for_a_cluster_change() -> None:
 def test_pods_no_longer_pending_leave_and_excluded_ones_are_not_queued() -> None:
     q = SchedulingQueue()
     a, b, c = queued("a"), queued("b"), queued("c")
-    q.sync([a, b, c], 0.0, exclude={"uid-c"})
-    q.sync([b], 0.0, exclude=set())
+    q.sync({"uid-a", "uid-b", "uid-c"}, [a, b, c], 0.0, exclude={"uid-c"})
+    q.sync({"uid-b"}, [], 0.0, exclude=set())
     assert [q.pop(0.0), q.pop(0.0)] == [b, None]
 
 

@@ -304,7 +304,7 @@ def main() -> None:
                     "--cluster",
                     CLUSTER,
                     "--metrics-port",
-                    "0",
+                    str(METRICS_PORT),
                 ],
                 cwd=ROOT,
                 env=env,

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from engine import fit
 from engine.evaluate import PolicySetTable, unknown_node_reason
 from engine.pods import PodFacts
+from engine.podspec import PodSpecFacts
 from engine.snapshot import ClusterSnapshot
 from scheduler.hooks import NodeCheck
 from scheduler.queue import QueuedPod
@@ -108,6 +109,46 @@ def least_allocated(pod: QueuedPod, node: fit.FitNode, usage: fit.NodeUsage | No
     return total // counted if counted else 0
 
 
+MAX_REJECTED = 50  # rejected nodes described (for the decision log); all are counted
+MAX_STATIC_SHAPES = 256
+
+
+def _static_key(spec: PodSpecFacts) -> tuple[object, ...]:
+    """What the node-only predicates read of a pod: pods of one workload share it."""
+    return (
+        tuple(sorted(spec.node_selector.items())),
+        spec.required_terms,
+        spec.tolerations,
+        spec.node_name,
+    )
+
+
+class StaticVerdicts:
+    """The predicates that read only the node and the pod's spec (NodeUnschedulable, NodeName,
+    TaintToleration, readiness, NodeAffinity), judged once per node list and pod shape: a
+    burst of one workload's pods is judged on every node once, not once per pod."""
+
+    def __init__(self) -> None:
+        self._nodes: Sequence[fit.FitNode] | None = None
+        self._by_shape: dict[tuple[object, ...], list[fit.FitDetail | None]] = {}
+
+    def get(self, spec: PodSpecFacts, nodes: Sequence[fit.FitNode]) -> list[fit.FitDetail | None]:
+        if nodes is not self._nodes:
+            self._nodes, self._by_shape = nodes, {}
+        key = _static_key(spec)
+        verdicts = self._by_shape.get(key)
+        if verdicts is None:
+            if len(self._by_shape) >= MAX_STATIC_SHAPES:
+                self._by_shape = {}
+            judge = fit.basic_fit
+            verdicts = [judge(spec, node, check_resources=False) for node in nodes]
+            self._by_shape[key] = verdicts
+        return verdicts
+
+
+_EMPTY_USAGE = fit.NodeUsage()
+
+
 def schedule_one(
     pod: QueuedPod,
     nodes: Sequence[fit.FitNode],
@@ -119,8 +160,13 @@ def schedule_one(
     start: int = 0,
     percentage: int = 0,
     rng: random.Random | None = None,
+    statics: StaticVerdicts | None = None,
 ) -> Outcome:
-    """Filter, score and pick a node for ``pod`` (module docstring)."""
+    """Filter, score and pick a node for ``pod`` (module docstring).
+
+    The per-node filter is ``engine.fit.basic_fit`` split in two: the node-only predicates from
+    ``statics`` (judged once per pod shape), then host ports and resources against the node's
+    usage, inline; the reasons and their order are basic_fit's."""
     total = len(nodes)
     outcome = Outcome(node=None, nodes_total=total)
     if not total:
@@ -137,20 +183,49 @@ def schedule_one(
     feasible = outcome.feasible
     by_rule = outcome.rejections_by_rule
     spec = pod.spec
-    basic_fit = fit.basic_fit
+    static = (statics or StaticVerdicts()).get(spec, nodes)
+    requests = [(r, v) for r, v in spec.requests.items() if v > 0 and r != "pods"]
+    host_ports = spec.host_ports
     feasible_nodes: list[fit.FitNode] = []
     judged = 0
     index = start % total
     while judged < total and len(feasible) < wanted:
         node = nodes[index]
+        detail = static[index]
         index = index + 1 if index + 1 < total else 0
         judged += 1
         name = node.name
-        detail = basic_fit(spec, node, usage.get(name))
-        if detail is not None:
+        if detail is None:
+            used = usage.get(name) or _EMPTY_USAGE
+            failed: list[str] | None = None
+            if host_ports and used.host_ports:
+                for want in host_ports:
+                    if any(want.conflicts(taken) for taken in used.host_ports):
+                        failed = [fit.NODE_PORTS]
+                        break
+            if failed is None:
+                allocatable = node.allocatable
+                taken = used.requested
+                if used.pods + 1 > allocatable.get("pods", 0):
+                    failed = [fit.TOO_MANY_PODS]
+                for resource, amount in requests:
+                    if amount > allocatable.get(resource, 0) - taken.get(resource, 0):
+                        if failed is None:
+                            failed = []
+                        failed.append(fit.insufficient(resource))
+            if failed is not None:
+                for reason in failed:
+                    reasons[reason] = reasons.get(reason, 0) + 1
+                if len(rejected) < MAX_REJECTED:
+                    full = fit.basic_fit(spec, node, usage.get(name))
+                    text = full.detail if full is not None else ""
+                    rejected.append((name, f"{', '.join(failed)}: {text}"))
+                continue
+        else:
             for reason in detail.reasons:
                 reasons[reason] = reasons.get(reason, 0) + 1
-            rejected.append((name, f"{', '.join(detail.reasons)}: {detail.detail}"))
+            if len(rejected) < MAX_REJECTED:
+                rejected.append((name, f"{', '.join(detail.reasons)}: {detail.detail}"))
             continue
         if reject is not None:
             verdict = reject.get(name, unknown)
@@ -158,8 +233,9 @@ def schedule_one(
                 verdict = unknown if deny_unknown else None
             if verdict:
                 reasons[verdict] = reasons.get(verdict, 0) + 1
-                detail_text = table.reject_detail.get(name, verdict) if table else verdict
-                rejected.append((name, detail_text))
+                if len(rejected) < MAX_REJECTED:
+                    detail_text = table.reject_detail.get(name, verdict) if table else verdict
+                    rejected.append((name, detail_text))
                 rule = rules.get(verdict)
                 if rule is not None:
                     by_rule[rule] = by_rule.get(rule, 0) + 1
@@ -171,7 +247,8 @@ def schedule_one(
                 break
         if refused:
             reasons[refused] = reasons.get(refused, 0) + 1
-            rejected.append((name, refused))
+            if len(rejected) < MAX_REJECTED:
+                rejected.append((name, refused))
             continue
         feasible.append(name)
         feasible_nodes.append(node)

@@ -40,7 +40,7 @@ from engine.snapshot import Snapshot
 from inventory.models import Cluster
 from policies.compile import current_snapshot
 from scheduler import hooks, metrics
-from scheduler.algorithm import Outcome, Weights, schedule_one
+from scheduler.algorithm import Outcome, StaticVerdicts, Weights, schedule_one
 from scheduler.kube_io import BindFailed, ClusterClient
 from scheduler.queue import QueuedPod, SchedulingQueue
 from scheduler.state import ClusterState
@@ -137,6 +137,7 @@ class ClusterScheduler:
         self.last_marker_read = 0.0
         self.held: dict[str, float] = {}  # uid -> monotonic time until which it is not retried
         self.in_flight_binds = 0
+        self.statics = StaticVerdicts()
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -235,6 +236,7 @@ class ClusterScheduler:
             start=self.next_start,
             percentage=self.percentage,
             rng=self.rng,
+            statics=self.statics,
         )
         self.next_start = outcome.next_start
         now = time.monotonic()

@@ -191,3 +191,51 @@ def test_a_refused_reservation_releases_the_earlier_ones(slots: Slots) -> None:
         hooks.unregister("never")
     assert slots.calls == [("reserve", "b"), ("release", "b")]
     assert slots.free == {"b"}
+
+
+def test_the_cycle_judges_as_basic_fit_does() -> None:
+    """The cycle's split filter (node-only predicates cached per pod shape, then ports and
+    resources inline) gives basic_fit's verdicts and reasons on every node."""
+    from engine.fit import basic_fit
+    from engine.podspec import HostPort, Taint, Toleration
+
+    rng = random.Random(5)
+    nodes = [
+        FitNode(
+            f"n{i:03d}",
+            labels={"zone": rng.choice("abc")},
+            taints=(Taint("gpu", "yes", "NoSchedule"),) if i % 7 == 0 else (),
+            unschedulable=i % 11 == 0,
+            ready=i % 13 != 0,
+            allocatable={"cpu": rng.choice([1000, 2000, 4000]), "memory": 8 << 30, "pods": 4},
+        )
+        for i in range(150)
+    ]
+    usage = {
+        n.name: NodeUsage(
+            requested={"cpu": rng.choice([0, 500, 1500])},
+            pods=rng.choice([0, 2, 4]),
+            host_ports=[HostPort(80)] if rng.random() < 0.2 else [],
+        )
+        for n in nodes
+        if rng.random() < 0.8
+    }
+    for i in range(40):
+        spec = PodSpecFacts(
+            requests={"cpu": rng.choice([100, 900, 2500]), "memory": 1 << 30},
+            node_selector={"zone": rng.choice("ab")} if i % 3 == 0 else {},
+            tolerations=(Toleration("gpu", "Exists"),) if i % 4 == 0 else (),
+            host_ports=(HostPort(80),) if i % 5 == 0 else (),
+        )
+        p = QueuedPod(f"u{i}", "default", f"p{i}", 0, 0.0, {}, spec)
+        outcome = schedule_one(p, nodes, usage, None, percentage=100)
+        expected: Counter[str] = Counter()
+        fits = []
+        for n in nodes:
+            detail = basic_fit(spec, n, usage.get(n.name))
+            if detail is None:
+                fits.append(n.name)
+            else:
+                expected.update(detail.reasons)
+        assert outcome.feasible == fits
+        assert outcome.reasons == dict(expected)

@@ -161,6 +161,7 @@ def schedule_one(
     percentage: int = 0,
     rng: random.Random | None = None,
     statics: StaticVerdicts | None = None,
+    ignored_resources: frozenset[str] = frozenset(),
 ) -> Outcome:
     """Filter, score and pick a node for ``pod`` (module docstring).
 
@@ -184,7 +185,11 @@ def schedule_one(
     by_rule = outcome.rejections_by_rule
     spec = pod.spec
     static = (statics or StaticVerdicts()).get(spec, nodes)
-    requests = [(r, v) for r, v in spec.requests.items() if v > 0 and r != "pods"]
+    requests = [
+        (r, v)
+        for r, v in spec.requests.items()
+        if v > 0 and r != "pods" and r not in ignored_resources
+    ]
     host_ports = spec.host_ports
     feasible_nodes: list[fit.FitNode] = []
     judged = 0
@@ -217,7 +222,9 @@ def schedule_one(
                 for reason in failed:
                     reasons[reason] = reasons.get(reason, 0) + 1
                 if len(rejected) < MAX_REJECTED:
-                    full = fit.basic_fit(spec, node, usage.get(name))
+                    full = fit.basic_fit(
+                        spec, node, usage.get(name), ignored_resources=ignored_resources
+                    )
                     text = full.detail if full is not None else ""
                     rejected.append((name, f"{', '.join(failed)}: {text}"))
                 continue

@@ -9,6 +9,7 @@ went away before it was bound). With nothing registered (the default) every hook
 
 The order, per pod (docs/own-scheduler.md, "Extensions"):
 
+0. ``resources``: the resource names the extension accounts for; NodeResourcesFit skips them.
 1. ``prepare(cluster, pod)`` once per scheduling attempt; it returns a function
    ``check(node) -> reason | None`` or None when the pod asks nothing of this extension. The
    check runs after the basic fit and the policies, on each node still feasible; a reason is
@@ -32,9 +33,14 @@ NodeCheck = Callable[[str], str | None]
 
 
 class Extension(Protocol):
-    """What the scheduler asks of a feature that holds capacity on nodes."""
+    """What the scheduler asks of a feature that holds capacity on nodes.
+
+    ``resources``: the resource names it accounts for itself; the basic fit does not compare
+    them with the node's allocatable (kube-scheduler's ``ignoredResources`` for an extender's
+    managed resources)."""
 
     name: str
+    resources: frozenset[str]
 
     def prepare(self, cluster: str, pod: QueuedPod) -> NodeCheck | None: ...
 
@@ -61,6 +67,14 @@ def unregister(name: str) -> None:
 def extensions() -> tuple[Extension, ...]:
     with _lock:
         return tuple(_extensions)
+
+
+def managed_resources() -> frozenset[str]:
+    """The resources the registered extensions account for (skipped by the basic fit)."""
+    out: set[str] = set()
+    for extension in extensions():
+        out.update(getattr(extension, "resources", ()))
+    return frozenset(out)
 
 
 def prepare_checks(cluster: str, pod: QueuedPod) -> list[NodeCheck]:

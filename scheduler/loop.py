@@ -237,6 +237,7 @@ class ClusterScheduler:
             percentage=self.percentage,
             rng=self.rng,
             statics=self.statics,
+            ignored_resources=hooks.managed_resources(),
         )
         self.next_start = outcome.next_start
         now = time.monotonic()

@@ -130,6 +130,7 @@ class Slots:
     """A toy extension: one slot per node named in ``free``."""
 
     name = "slots"
+    resources = frozenset({"example.com/slot"})
 
     def __init__(self, free: set[str]) -> None:
         self.free = set(free)
@@ -169,11 +170,24 @@ def test_extension_checks_count_in_the_summary(slots: Slots) -> None:
     assert outcome.message == "0/2 nodes are available: 2 no free slot."
     hooks.release_all("prod", queued("p"), "b")
     assert slots.free == {"b"}
+    # The slot resource is the extension's: nodes have none in allocatable, and the basic fit
+    # leaves it to the extension.
+    slotted = queued("s")
+    slotted.spec = PodSpecFacts(requests={"cpu": 100, "example.com/slot": 1})
+    checks = hooks.prepare_checks("prod", slotted)
+    outcome = schedule_one(
+        slotted, nodes, {}, None, checks=checks, ignored_resources=hooks.managed_resources()
+    )
+    assert outcome.node == "b"
+    assert schedule_one(slotted, nodes, {}, None).message == (
+        "0/2 nodes are available: 2 Insufficient example.com/slot."
+    )
 
 
 def test_a_refused_reservation_releases_the_earlier_ones(slots: Slots) -> None:
     class Never:
         name = "never"
+        resources: frozenset[str] = frozenset()
 
         def prepare(self, cluster: str, pod: QueuedPod) -> None:
             return None

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from itertools import count
 from typing import Any
 
-from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
@@ -55,10 +54,13 @@ class ClusterClient:
         self.api.api_client.close()
 
     def bind(self, pod: QueuedPod, node: str) -> None:
-        body = client.V1Binding(
-            metadata=client.V1ObjectMeta(name=pod.name, namespace=pod.namespace, uid=pod.uid),
-            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-        )
+        # A plain dict: the client sends it as it is (no model to serialise per pod).
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
         try:
             response = self.api.create_namespaced_binding(
                 pod.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT

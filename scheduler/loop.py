@@ -51,10 +51,10 @@ logger = logging.getLogger(__name__)
 # between two re-reads of the pods (seconds).
 POLL_SECONDS = 0.05
 RELOAD_SECONDS = 0.25
-# The bound pods' usage (every bound pod read) at most this often, and at most a fifth of the
+# The bound pods' usage (every bound pod read) at most this often, and at most a tenth of the
 # time: between two reads the assumed pods keep the books of what this scheduler placed.
-USAGE_RELOAD_SECONDS = 2.0
-USAGE_SHARE = 5.0
+USAGE_RELOAD_SECONDS = 3.0
+USAGE_SHARE = 10.0
 # A pod whose binding found it already bound is not tried again for this long (the inventory
 # will show it bound meanwhile).
 CONFLICT_HOLD_SECONDS = 30.0

@@ -173,6 +173,19 @@ def scrape_cycle() -> tuple[float, float]:
     return count, (total / count if count else 0.0)
 
 
+def scrape_gauge(series: str) -> float:
+    import urllib.request
+
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5)
+        for line in text.read().decode().splitlines():
+            if line.startswith(series + " "):
+                return float(line.rsplit(" ", 1)[1])
+    except OSError:
+        pass
+    return 0.0
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -322,14 +335,19 @@ def main() -> None:
         ]
         ask({"op": "create", "count": BURST})
         deadline = time.monotonic() + 600
+        waiting: list[float] = []  # the scheduler's ready queue, sampled each second
         while time.monotonic() < deadline:
             times = ask({"op": "times", "keys": keys})
             if all(times["bound"]):
                 break
+            waiting.append(
+                scrape_gauge('portal_scheduler_pending_pods{cluster="bench-sched",queue="active"}')
+            )
             time.sleep(1.0)
         else:
             raise SystemExit(f"burst: {sum(map(bool, times['bound']))} of {BURST} bound")
         first_created = min(times["created"])
+        creation_span = max(times["created"]) - first_created
         last_bound = max(times["bound"])
         burst_seconds = last_bound - first_created
         burst_rate = BURST / burst_seconds
@@ -382,6 +400,9 @@ def main() -> None:
         f"| burst: {BURST} pods at once, creation of the first to binding of the last | "
         f"{burst_seconds:.1f} s: **{burst_rate:.0f} pods/s** "
         f"(target ≥ {TARGET_PODS_PER_SECOND:.0f}) |",
+        f"| burst: the API server's creation of the {BURST} pods took | {creation_span:.1f} s |",
+        f"| burst: pods ready in the scheduler's queue, sampled each second: mean / max | "
+        f"{statistics.fmean(waiting or [0]):.0f} / {max(waiting or [0]):.0f} |",
         f"| burst: creation → binding, p50 / p95 / max | {ms(statistics.median(burst_lat))} / "
         f"{ms(percentile(burst_lat, 0.95))} / {ms(max(burst_lat))} |",
         f"| steady: {RATE} pods/s for {SECONDS} s, creation → binding p50 / p95 / p99 / max | "

@@ -106,7 +106,7 @@ class ClusterScheduler:
         *,
         record: Recorder | None = None,
         client_factory: ClientFactory = ClusterClient,
-        workers: int = 8,
+        workers: int = 4,
         rng: random.Random | None = None,
     ) -> None:
         self.cluster = cluster

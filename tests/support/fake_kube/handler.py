@@ -34,6 +34,9 @@ class KubeHandler(BaseHTTPRequestHandler):
     """One connection; keep-alive, so it may serve many requests in turn."""
 
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as Go's net/http sets it: a reply is written as headers then body, and with
+    # Nagle's algorithm the body would wait for the client's delayed ACK (~40 ms per request).
+    disable_nagle_algorithm = True
     server_version = "fake-kube-apiserver"
     sys_version = ""
     # An idle keep-alive connection is closed after this; urllib3 reconnects transparently.

@@ -192,6 +192,7 @@ def schedule_one(
     ]
     host_ports = spec.host_ports
     feasible_nodes: list[fit.FitNode] = []
+    undescribed: list[tuple[int, fit.FitNode]] = []
     judged = 0
     index = start % total
     while judged < total and len(feasible) < wanted:
@@ -222,11 +223,9 @@ def schedule_one(
                 for reason in failed:
                     reasons[reason] = reasons.get(reason, 0) + 1
                 if len(rejected) < MAX_REJECTED:
-                    full = fit.basic_fit(
-                        spec, node, usage.get(name), ignored_resources=ignored_resources
-                    )
-                    text = full.detail if full is not None else ""
-                    rejected.append((name, f"{', '.join(failed)}: {text}"))
+                    # The values (requested, free) are worked out only if nothing fits.
+                    undescribed.append((len(rejected), node))
+                    rejected.append((name, ", ".join(failed)))
                 continue
         else:
             for reason in detail.reasons:
@@ -261,6 +260,13 @@ def schedule_one(
         feasible_nodes.append(node)
     outcome.next_start = index
     if not feasible:
+        for position, node in undescribed:
+            full = fit.basic_fit(
+                spec, node, usage.get(node.name), ignored_resources=ignored_resources
+            )
+            if full is not None:
+                name, reasons_text = rejected[position]
+                rejected[position] = (name, f"{reasons_text}: {full.detail}")
         return outcome
     if table is not None and table.scored and len(feasible) > 1:
         policy_scores = table.scores.scores(feasible)

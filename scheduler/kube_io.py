@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import uuid
 from datetime import UTC, datetime
 from itertools import count
 from typing import Any
@@ -47,6 +48,8 @@ class ClusterClient:
         self.api = core_v1_for(cluster)
         self.scheduler_name = scheduler_name
         self.instance = f"{scheduler_name}-{socket.gethostname()}-{os.getpid()}"
+        # Event names must not repeat across processes (replicas in containers share pid 1).
+        self._prefix = uuid.uuid4().hex[:8]
         self._events = count()
         self._lock = threading.Lock()
 
@@ -105,7 +108,7 @@ class ClusterClient:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "name": f"{pod.name}.{os.getpid():x}{number:08x}",
+                "name": f"{pod.name}.{self._prefix}{number:08x}",
                 "namespace": pod.namespace,
             },
             "involvedObject": {

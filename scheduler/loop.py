@@ -381,7 +381,17 @@ def run_clusters(
 ) -> None:
     """A :class:`ClusterScheduler` thread per cluster with a scheduler name (or just the named
     one), re-reading the list every ``refresh_seconds`` until ``stop`` is set."""
-    running: dict[str, tuple[str, threading.Event, threading.Thread]] = {}
+    # name -> (what it was started with: scheduler name and credential settings, stop, thread)
+    running: dict[str, tuple[tuple[str, ...], threading.Event, threading.Thread]] = {}
+
+    def started_with(cluster: Cluster) -> tuple[str, ...]:
+        return (
+            cluster.scheduler_name,
+            cluster.kubeconfig_path,
+            cluster.kubeconfig_context,
+            str(cluster.in_cluster),
+        )
+
     try:
         while not stop.is_set():
             try:
@@ -396,9 +406,9 @@ def run_clusters(
             finally:
                 close_old_connections()
             if wanted is not None:
-                for name, (scheduler_name, own_stop, _thread) in list(running.items()):
+                for name, (settings_then, own_stop, _thread) in list(running.items()):
                     cluster = wanted.get(name)
-                    if cluster is None or cluster.scheduler_name != scheduler_name:
+                    if cluster is None or started_with(cluster) != settings_then:
                         own_stop.set()
                         del running[name]
                 for name, cluster in wanted.items():
@@ -414,7 +424,7 @@ def run_clusters(
                         target=scheduler.run, args=(own_stop,), name=f"scheduler-{name}"
                     )
                     thread.start()
-                    running[name] = (cluster.scheduler_name, own_stop, thread)
+                    running[name] = (started_with(cluster), own_stop, thread)
             stop.wait(refresh_seconds)
     finally:
         for _, own_stop, _thread in running.values():

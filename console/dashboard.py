@@ -133,7 +133,8 @@ def traffic(
 ) -> tuple[dict[str, int], list[tuple[str, int]], list[tuple[str, int, int]]]:
     hour, day = now - timedelta(hours=1), now - timedelta(hours=CHART_HOURS)
     recent = Decision.objects.filter(created_at__gte=day)
-    no_nodes = Q(verb="filter", nodes_out=0, nodes_in__gt=0)
+    # Pods that got no node: from the extender's filter or the own scheduler's attempts.
+    no_nodes = Q(verb__in=("filter", "schedule"), nodes_out=0, nodes_in__gt=0)
     totals = recent.aggregate(
         calls_day=Count("id"),
         calls_hour=Count("id", filter=Q(created_at__gte=hour)),

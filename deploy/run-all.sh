@@ -10,12 +10,13 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 HOST="${HOST:-127.0.0.1}"
 PORT="${PORT:-8000}"
-# The other ports follow PORT (8000: 8001, 8002, 8003), so a second `make run` with another
+# The other ports follow PORT (8000: 8001, 8002, 8003, 8004), so a second `make run` with another
 # PORT (and its own PORTAL_VAR_DIR) does not collide with the first.
 EXTENDER_PORT="${EXTENDER_PORT:-$((PORT + 1))}"
 WEB_CONCURRENCY="${WEB_CONCURRENCY:-2}"
 WATCHER_METRICS_PORT="${WATCHER_METRICS_PORT:-$((PORT + 2))}"
 WORKER_METRICS_PORT="${WORKER_METRICS_PORT:-$((PORT + 3))}"
+SCHEDULER_METRICS_PORT="${SCHEDULER_METRICS_PORT:-$((PORT + 4))}"
 case "$HOST" in
     0.0.0.0 | "::" | "[::]") shown_host=127.0.0.1 ;;
     *) shown_host="$HOST" ;;
@@ -25,7 +26,7 @@ esac
 EXTENDER_BIND="${HOST}:${EXTENDER_PORT}"
 EXTENDER_EXTERNAL_URL="${EXTENDER_EXTERNAL_URL:-http://${shown_host}:${EXTENDER_PORT}/}"
 export HOST PORT EXTENDER_PORT EXTENDER_BIND EXTENDER_EXTERNAL_URL WEB_CONCURRENCY \
-    WATCHER_METRICS_PORT WORKER_METRICS_PORT
+    WATCHER_METRICS_PORT WORKER_METRICS_PORT SCHEDULER_METRICS_PORT
 
 # shellcheck source=deploy/local-env.sh
 . deploy/local-env.sh
@@ -51,6 +52,8 @@ processes=(
     "beat=$PY manage.py run_beat --schedule ${VAR}/celerybeat-schedule"
 )
 processes+=("watcher=$PY manage.py watch_nodes")
+# The own scheduler: places the pods naming a cluster's scheduler_name (idle when none does).
+processes+=("scheduler=$PY manage.py run_scheduler")
 
 base="http://${shown_host}:${PORT}"
 extender="http://${shown_host}:${EXTENDER_PORT}"
@@ -62,8 +65,9 @@ cat <<BANNER
     Extender   ${extender}/extender/   (kube-scheduler's own port; probes ${extender}/readyz)
     Metrics    ${base}/metrics  ${extender}/metrics
                watcher :${WATCHER_METRICS_PORT}/metrics  worker :${WORKER_METRICS_PORT}/metrics
+               scheduler :${SCHEDULER_METRICS_PORT}/metrics
     Login      ${admin_message}
-  Ctrl-C stops web, extender, worker, beat and watcher.
+  Ctrl-C stops web, extender, worker, beat, watcher and scheduler.
 
 BANNER
 

@@ -41,11 +41,14 @@ class OutcomeFilter(admin.SimpleListFilter):
     parameter_name = "outcome"
 
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
-        return [("no-nodes", "0 nodes out (filter)"), ("rejected", "rejected some nodes")]
+        return [
+            ("no-nodes", "0 nodes out (filter, schedule)"),
+            ("rejected", "rejected some nodes"),
+        ]
 
     def queryset(self, request: Any, queryset: Any) -> Any:
         if self.value() == "no-nodes":
-            return queryset.filter(verb="filter", nodes_out=0, nodes_in__gt=0)
+            return queryset.filter(verb__in=("filter", "schedule"), nodes_out=0, nodes_in__gt=0)
         if self.value() == "rejected":
             return queryset.filter(rejected_count__gt=0)
         return queryset

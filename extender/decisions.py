@@ -263,7 +263,7 @@ def decision_from_call(at: float, call: CallRecord) -> Decision:
     from extender.models import Decision
 
     rejected_count = len(call.rejected)
-    if call.verb in ("filter", "preempt"):
+    if call.verb in ("filter", "preempt", "schedule"):
         rejected_count = max(rejected_count, call.nodes_in - call.nodes_out)
     return Decision(
         created_at=datetime.fromtimestamp(at, tz=UTC),

@@ -148,6 +148,7 @@ class ClusterAdmin(ServiceWriteMixin, PortalHistory, ClusterAdminExtras):
             {"fields": ("unknown_node_action", "bind_enabled", "requeue_pending")},
         ),
         ("Admission webhook", {"fields": ("admission", "admission_excluded_namespaces")}),
+        ("Own scheduler", {"fields": ("scheduler_name",)}),
         ("Sync status", {"fields": SYNC_STATUS_FIELDS}),
     )
 

@@ -16,6 +16,11 @@ dns1123_label_validator = RegexValidator(
     "Enter a DNS-1123 label: lowercase letters, digits and '-', "
     "starting and ending with a letter or digit.",
 )
+dns1123_subdomain_validator = RegexValidator(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z",
+    "Enter a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', "
+    "each part starting and ending with a letter or digit.",
+)
 
 
 class ClusterSource(models.TextChoices):
@@ -96,6 +101,13 @@ class Cluster(models.Model):
         default=True,
         help_text="After a change that gives Pending pods a node the portal's policies now "
         "pass, make kube-scheduler retry them at once (an annotation on one node).",
+    )
+    scheduler_name = models.CharField(
+        max_length=253,
+        blank=True,
+        validators=[dns1123_subdomain_validator],
+        help_text="The portal's own scheduler places this cluster's pods whose "
+        "spec.schedulerName is this name (manage.py run_scheduler); empty: off.",
     )
     # Bumped by every change of the settings above (not by syncs): the API's ETag, and what a
     # delete must name (If-Match), since a delete takes the cluster's policies with it.

@@ -49,6 +49,7 @@ CLUSTER_FIELDS = (
     "admission",
     "admission_excluded_namespaces",
     "requeue_pending",
+    "scheduler_name",
 )
 # How many namespaces a cluster may exclude from the admission webhook.
 MAX_ADMISSION_EXCLUDED_NAMESPACES = 200
@@ -104,6 +105,16 @@ def clean_cluster(data: Mapping[str, Any]) -> dict:
     problems = _namespace_list_errors(excluded)
     if problems:
         errors["admission_excluded_namespaces"] = problems
+    scheduler_name = data.get("scheduler_name", "")
+    if not isinstance(scheduler_name, str):
+        errors["scheduler_name"] = ["Must be a string."]
+    elif scheduler_name and (
+        scheduler_name == "default-scheduler" or dns1123_subdomain_errors(scheduler_name)
+    ):
+        errors["scheduler_name"] = [
+            f"{scheduler_name!r}: must be a DNS-1123 subdomain other than default-scheduler "
+            "(kube-scheduler's own name), or empty."
+        ]
     errors.update(_credential_errors(data))
     if errors:
         raise ContentError(errors)

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
     "policies",
     "extender",
     "console",
+    "scheduler",
 ]
 
 MIDDLEWARE = [
@@ -481,3 +482,15 @@ LOGGING = {
         "django_guid": {"level": "WARNING"},
     },
 }
+
+# The portal's own scheduler (manage.py run_scheduler; docs/own-scheduler.md).
+# Score = SCHEDULER_POLICY_WEIGHT x the policies' score (0..10, x10 as kube-scheduler scales an
+# extender's) + SCHEDULER_LEAST_ALLOCATED_WEIGHT x NodeResourcesLeastAllocated (0..100).
+SCHEDULER_POLICY_WEIGHT = env_int("SCHEDULER_POLICY_WEIGHT", 1)
+SCHEDULER_LEAST_ALLOCATED_WEIGHT = env_int("SCHEDULER_LEAST_ALLOCATED_WEIGHT", 1)
+# kube-scheduler's percentageOfNodesToScore (0: its adaptive default).
+SCHEDULER_PERCENTAGE_OF_NODES_TO_SCORE = env_int("SCHEDULER_PERCENTAGE_OF_NODES_TO_SCORE", 0)
+# Backoff of a pod that did not fit: initial and maximum seconds (kube-scheduler's defaults).
+SCHEDULER_BACKOFF_INITIAL_SECONDS = float(os.environ.get("SCHEDULER_BACKOFF_INITIAL_SECONDS", "1"))
+SCHEDULER_BACKOFF_MAX_SECONDS = float(os.environ.get("SCHEDULER_BACKOFF_MAX_SECONDS", "10"))
+SCHEDULER_METRICS_PORT = env_int("SCHEDULER_METRICS_PORT", 0)

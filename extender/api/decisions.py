@@ -38,7 +38,7 @@ class DecisionFilterSet(django_filters.FilterSet):  # type: ignore[misc]  # djan
     namespace = django_filters.CharFilter(field_name="pod_namespace")
     pod = django_filters.CharFilter(field_name="pod_name")
     verb = django_filters.ChoiceFilter(
-        choices=[(v, v) for v in ("filter", "prioritize", "preempt", "bind")]
+        choices=[(v, v) for v in ("filter", "prioritize", "preempt", "bind", "schedule")]
     )
     since = UTCDateTimeFilter(field_name="created_at", lookup_expr="gte")
 

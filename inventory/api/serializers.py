@@ -79,6 +79,14 @@ class ClusterSerializer(ContentSerializer):
         default=True,
         help_text="After a change frees Pending pods, make kube-scheduler retry them at once.",
     )
+    scheduler_name = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=253,
+        help_text="The portal's own scheduler places the pods whose spec.schedulerName is this "
+        "name (docs/own-scheduler.md); empty: off.",
+    )
     # Read-only sync status.
     sync_state = serializers.ChoiceField(choices=SyncState.values, read_only=True)
     sync_started_at = serializers.DateTimeField(read_only=True, allow_null=True)

@@ -56,7 +56,7 @@ def by_kind(objects: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]
     return kinds
 
 
-PORTAL_COMPONENTS = {"web", "extender", "worker", "beat", "watcher"}
+PORTAL_COMPONENTS = {"web", "extender", "worker", "beat", "watcher", "scheduler"}
 
 
 def component(deployment: dict[str, Any]) -> str:
@@ -146,15 +146,17 @@ def test_served_components_are_probed_replicated_and_protected(
 
 
 def test_singletons_run_behind_their_lock(built: tuple[str, list[dict[str, Any]]]) -> None:
-    """Beat and the watcher may have standbys: each acts only while it holds its lock."""
+    """Beat, the watcher and the scheduler may have standbys: each acts only while it holds its
+    lock."""
     _, objects = built
     deployments = {component(d): d for d in portal_deployments(objects).values()}
     commands = {
         name: deployments[name]["spec"]["template"]["spec"]["containers"][0]["command"]
-        for name in ("beat", "watcher")
+        for name in ("beat", "watcher", "scheduler")
     }
     assert commands["beat"][:3] == ["python", "manage.py", "run_beat"]
     assert commands["watcher"][:3] == ["python", "manage.py", "watch_nodes"]
+    assert commands["scheduler"][:3] == ["python", "manage.py", "run_scheduler"]
 
 
 def test_rbac_is_exactly_what_the_portal_does(built: tuple[str, list[dict[str, Any]]]) -> None:
@@ -169,6 +171,9 @@ def test_rbac_is_exactly_what_the_portal_does(built: tuple[str, list[dict[str, A
         (("",), ("nodes",)): ["get", "list", "patch", "watch"],
         (("",), ("pods",)): ["get", "list", "watch"],
         (("",), ("pods/binding", "pods/eviction")): ["create"],
+        (("",), ("bindings",)): ["create"],
+        (("",), ("pods/status",)): ["patch"],
+        (("", "events.k8s.io"), ("events",)): ["create"],
     }
     assert "Role" not in kinds  # nothing namespaced: leader election is an advisory lock
     (account,) = kinds["ServiceAccount"]
@@ -212,7 +217,11 @@ def test_worker_and_watcher_serve_metrics_that_the_pod_monitor_scrapes(
     kinds = by_kind(objects)
     (config,) = (c for c in kinds["ConfigMap"].values() if "WORKER_METRICS_PORT" in c["data"])
     deployments = {component(d): d for d in portal_deployments(objects).values()}
-    for name, setting in (("worker", "WORKER_METRICS_PORT"), ("watcher", "WATCHER_METRICS_PORT")):
+    for name, setting in (
+        ("worker", "WORKER_METRICS_PORT"),
+        ("watcher", "WATCHER_METRICS_PORT"),
+        ("scheduler", "SCHEDULER_METRICS_PORT"),
+    ):
         (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
         ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
         assert ports.get("metrics") == int(config["data"][setting]), name
@@ -225,6 +234,7 @@ def test_worker_and_watcher_serve_metrics_that_the_pod_monitor_scrapes(
     assert set(policy["spec"]["podSelector"]["matchExpressions"][0]["values"]) == {
         "worker",
         "watcher",
+        "scheduler",
     }
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
@@ -232,7 +242,7 @@ def test_worker_and_watcher_serve_metrics_that_the_pod_monitor_scrapes(
         (monitor,) = kinds["PodMonitor"].values()
         assert monitor["metadata"]["namespace"] == "policy-portal"
         selected = set(monitor["spec"]["selector"]["matchExpressions"][0]["values"])
-        assert selected == {"worker", "watcher"}
+        assert selected == {"worker", "watcher", "scheduler"}
         assert [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]] == ["metrics"]
 
 
@@ -323,7 +333,7 @@ def test_production_settings_pass_djangos_deployment_checks(tmp_path: Path) -> N
 
 def test_every_process_that_loads_credentials_mounts_the_kubeconfig_secret() -> None:
     deployments = {component(d): d for d in portal_deployments(build("production")).values()}
-    for name in ("web", "worker", "watcher", "extender"):
+    for name in ("web", "worker", "watcher", "extender", "scheduler"):
         spec = deployments[name]["spec"]["template"]["spec"]
         mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
         assert mounts["kubeconfigs"]["mountPath"] == "/etc/portal/kubeconfigs", name

@@ -34,6 +34,9 @@ class KubeHandler(BaseHTTPRequestHandler):
     """One connection; keep-alive, so it may serve many requests in turn."""
 
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY, as Go's net/http sets it: a reply is written as headers then body, and with
+    # Nagle's algorithm the body would wait for the client's delayed ACK (~40 ms per request).
+    disable_nagle_algorithm = True
     server_version = "fake-kube-apiserver"
     sys_version = ""
     # An idle keep-alive connection is closed after this; urllib3 reconnects transparently.
@@ -148,6 +151,11 @@ class KubeHandler(BaseHTTPRequestHandler):
             if len(parts) == 6 and method == "GET":
                 stored = self.fake.state.get(f"{parts[3]}/{parts[5]}", PODS)
                 return self._send(200, stored.full_bytes())
+            # PATCH .../pods/{name}/status (a scheduler's PodScheduled condition)
+            if len(parts) == 7 and parts[6] == "status" and method == "PATCH":
+                content_type = self.headers.get("Content-Type", "")
+                pod = self.fake.state.patch_pod_status(parts[3], parts[5], content_type, body)
+                return self._send(200, wire.dumps(pod))
             # POST .../pods/{name}/eviction (policy/v1 Eviction)
             if len(parts) == 7 and parts[6] == "eviction" and method == "POST":
                 return self._evict(parts[3], parts[5], body)
@@ -158,6 +166,12 @@ class KubeHandler(BaseHTTPRequestHandler):
                 return self._bind(parts[3], parts[5], body)
             if len(parts) == 5 and parts[4] == "bindings":
                 return self._bind(parts[3], None, body)
+            if len(parts) == 5 and parts[4] == "events":
+                try:
+                    event = json.loads(body)
+                except ValueError as exc:
+                    raise ApiError(400, f"error decoding event: {exc}") from exc
+                return self._send(201, wire.dumps(self.fake.state.create_event(parts[3], event)))
         raise ApiError(404, "the server could not find the requested resource")
 
     # -- resources -----------------------------------------------------------------------------

@@ -262,6 +262,12 @@ class FakeKubeServer:
             return list(self.state.bindings)
 
     @property
+    def events(self) -> list[JSON]:
+        """Events clients created, oldest first."""
+        with self.state.cond:
+            return list(self.state.events)
+
+    @property
     def patches(self) -> list[RecordedPatch]:
         """Accepted node patches, oldest first."""
         with self.state.cond:

@@ -235,6 +235,8 @@ class ClusterState:
         # Bounded so that a long benchmark does not grow memory without end.
         self.requests: deque[RecordedRequest] = deque(maxlen=request_log_limit)
         self.bound_pods: dict[tuple[str, str], str] = {}
+        # Core v1 Events created by clients (a scheduler's Scheduled / FailedScheduling).
+        self.events: list[JSON] = []
         # Pods by (namespace, name), for GET of one pod; a binding sets spec.nodeName.
 
     @property
@@ -420,6 +422,53 @@ class ClusterState:
                 self._emit("MODIFIED", new, PODS)
             self.bound_pods[(namespace, pod)] = node
             self.bindings.append(RecordedBinding(namespace, pod, node, uid, body))
+
+    def patch_pod_status(self, namespace: str, name: str, content_type: str, body: bytes) -> JSON:
+        """PATCH pods/{name}/status: a strategic merge patch (``status.conditions`` merged by
+        ``type``, as the pod's patch strategy says) or a JSON merge patch of ``status``."""
+        media = content_type.split(";")[0].strip()
+        if media not in ("application/strategic-merge-patch+json", "application/merge-patch+json"):
+            raise ApiError(415, f"the body of the request was in an unknown format: {media}")
+        try:
+            patch = json.loads(body)
+        except ValueError as exc:
+            raise ApiError(400, f"error decoding patch: {exc}") from exc
+        status = patch.get("status") if isinstance(patch, dict) else None
+        if not isinstance(status, dict):
+            raise ApiError(400, "a pod status patch must set status")
+        with self.cond:
+            new = self._require(f"{namespace}/{name}", PODS).copy()
+            conditions = status.get("conditions")
+            rest = {k: v for k, v in status.items() if k != "conditions"}
+            new["status"] = wire.merge_patch(new.get("status") or {}, rest)
+            if isinstance(conditions, list):
+                if media == "application/merge-patch+json":
+                    new["status"]["conditions"] = conditions
+                else:
+                    for condition in conditions:
+                        if isinstance(condition, dict) and condition.get("type"):
+                            set_condition(
+                                new,
+                                condition["type"],
+                                str(condition.get("status", "")),
+                                str(condition.get("reason", "")),
+                                str(condition.get("message", "")),
+                            )
+            return self._emit("MODIFIED", new, PODS)
+
+    def create_event(self, namespace: str, body: JSON) -> JSON:
+        """POST namespaces/{ns}/events: recorded as sent, with a name if it had none."""
+        if not isinstance(body, dict):
+            raise ApiError(400, "an Event must be a JSON object")
+        event = json.loads(json.dumps(body))
+        meta = event.setdefault("metadata", {})
+        meta.setdefault("namespace", namespace)
+        with self.cond:
+            meta.setdefault("name", f"event-{len(self.events)}")
+            self.rv += 1
+            meta["resourceVersion"] = str(self.rv)
+            self.events.append(event)
+            return event
 
     def add_budget(self, budget: DisruptionBudget) -> None:
         with self.cond:

@@ -1,0 +1,108 @@
+"""``manage.py run_scheduler [--cluster NAME]``: the portal's own scheduler (docs/own-scheduler.md).
+
+Places the pods of every Kubernetes cluster with a ``scheduler_name`` whose
+``spec.schedulerName`` is that name, from the pod inventory the node watcher keeps. One instance
+acts (a leader lock, as the watcher's), any other stands by. Decisions go to the decision log
+(verb ``schedule``): this entry point hands the scheduler the log's writer.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from core.metrics import serve_metrics
+from core.singleton import SingletonLock, wait_for_lock, watch_lock
+from extender import decisions
+from extender.records import CallRecord
+from inventory.models import Cluster
+from scheduler.loop import ScheduleRecord, run_clusters
+from scheduler.metrics import LEADER
+
+LOCK_POLL_SECONDS = 2.0
+RECORD_FIELDS = tuple(ScheduleRecord.__slots__)
+
+
+def record_decision(record: ScheduleRecord) -> None:
+    """Hand one scheduling decision to the decision log (never blocks)."""
+    decisions.submit(CallRecord(**{name: getattr(record, name) for name in RECORD_FIELDS}))
+
+
+class Command(BaseCommand):
+    help = (
+        "Place the Pending pods that name a cluster's scheduler_name (spec.schedulerName): "
+        "kube-scheduler's basic fit, the portal's policies and weights, Bindings, events and "
+        "backoff. One instance acts, any other stands by. Stops on SIGTERM/SIGINT."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--cluster", help="Schedule for this cluster only (by name).")
+        parser.add_argument(
+            "--refresh",
+            type=float,
+            default=30.0,
+            help="Seconds between re-reads of the cluster list (default 30).",
+        )
+        parser.add_argument(
+            "--lock-poll",
+            type=float,
+            default=LOCK_POLL_SECONDS,
+            help="Seconds between a standby's tries for the leader lock (default 2).",
+        )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=settings.SCHEDULER_METRICS_PORT,
+            help="Serve Prometheus metrics on this port (default SCHEDULER_METRICS_PORT; 0: off).",
+        )
+        parser.add_argument(
+            "--no-decision-log",
+            action="store_true",
+            help="Do not write decisions to the decision log.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        name = options.get("cluster")
+        if name is not None and not Cluster.objects.filter(name=name).exists():
+            raise CommandError(f"No cluster named {name!r}.")
+        stop = threading.Event()
+        LEADER.set(0)
+        if serve_metrics(options["metrics_port"]):
+            self.stdout.write(f"metrics on :{options['metrics_port']}/metrics")
+
+        def request_stop(signum: int, _frame: Any) -> None:
+            self.stderr.write(f"{signal.Signals(signum).name} received; stopping the scheduler")
+            stop.set()
+
+        signal.signal(signal.SIGTERM, request_stop)
+        signal.signal(signal.SIGINT, request_stop)
+        lock = SingletonLock(f"run_scheduler:{name}" if name else "run_scheduler")
+        poll = options["lock_poll"]
+        if not wait_for_lock(lock, stop, poll=poll, say=self.stdout.write):
+            self.stdout.write("stopped")
+            return
+        lost = threading.Event()
+
+        def on_lost() -> None:
+            self.stderr.write("lost the leader lock; stopping so a standby takes over")
+            lost.set()
+            stop.set()
+
+        watch_lock(lock, stop, poll=poll, on_lost=on_lost)
+        LEADER.set(1)
+        self.stdout.write(f"scheduling for {name or 'every cluster with a scheduler name'}")
+        record = None if options["no_decision_log"] else record_decision
+        try:
+            run_clusters(stop, record=record, cluster_name=name, refresh_seconds=options["refresh"])
+        finally:
+            LEADER.set(0)
+            lock.release()
+            if record is not None:
+                decisions.flush(5.0)
+        if lost.is_set():
+            raise CommandError("lost the leader lock")
+        self.stdout.write("stopped")

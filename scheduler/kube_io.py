@@ -1,0 +1,143 @@
+"""The own scheduler's writes to the API server: Bindings, the PodScheduled condition, Events.
+
+Made with the official client on the cluster's checked credentials (``inventory.kube``); the
+replies are read raw (``_preload_content=False``) as ``inventory.binding`` does, since the
+client cannot deserialise a binding's ``Status`` reply.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from datetime import UTC, datetime
+from itertools import count
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
+from inventory.models import Cluster
+from scheduler.queue import QueuedPod
+
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+
+
+class BindFailed(Exception):
+    """The binding was not created. ``conflict``: the pod is already bound (by another
+    scheduler, or by a previous leader) or was replaced — do not retry it."""
+
+    def __init__(self, message: str, *, conflict: bool = False) -> None:
+        super().__init__(message)
+        self.conflict = conflict
+
+
+def _now() -> str:
+    return datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _micro_now() -> str:
+    return datetime.now(tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class ClusterClient:
+    """One cluster's API calls for the scheduler (thread-safe: the client's pool is)."""
+
+    def __init__(self, cluster: Cluster, scheduler_name: str) -> None:
+        self.api = core_v1_for(cluster)
+        self.scheduler_name = scheduler_name
+        self.instance = f"{scheduler_name}-{socket.gethostname()}-{os.getpid()}"
+        # Event names must not repeat across processes (replicas in containers share pid 1).
+        self._prefix = uuid.uuid4().hex[:8]
+        self._events = count()
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.api.api_client.close()
+
+    def bind(self, pod: QueuedPod, node: str) -> None:
+        # A plain dict: the client sends it as it is (no model to serialise per pod).
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        try:
+            response = self.api.create_namespaced_binding(
+                pod.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+            )
+            response.data  # noqa: B018  (read before the connection goes back to the pool)
+            response.release_conn()
+        except ApiException as exc:
+            raise BindFailed(str(classify(exc)), conflict=exc.status in (404, 409)) from None
+        except Exception as exc:
+            raise BindFailed(str(classify(exc))) from None
+
+    def mark_unschedulable(self, pod: QueuedPod, message: str) -> None:
+        """``PodScheduled=False, reason=Unschedulable`` with kube-scheduler's message."""
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": message,
+                        "lastProbeTime": None,
+                        "lastTransitionTime": _now(),
+                    }
+                ]
+            }
+        }
+        self._call(
+            self.api.patch_namespaced_pod_status,
+            pod.name,
+            pod.namespace,
+            body,
+            _content_type=STRATEGIC_MERGE,
+        )
+
+    def event(self, pod: QueuedPod, *, kind: str, reason: str, message: str) -> None:
+        """A core v1 Event about the pod, as kube-scheduler's recorder writes one."""
+        with self._lock:
+            number = next(self._events)
+        now = _now()
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{pod.name}.{self._prefix}{number:08x}",
+                "namespace": pod.namespace,
+            },
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+            },
+            "reason": reason,
+            "message": message,
+            "type": kind,
+            "source": {"component": self.scheduler_name},
+            "reportingComponent": self.scheduler_name,
+            "reportingInstance": self.instance,
+            "action": "Scheduling" if reason == "FailedScheduling" else "Binding",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "eventTime": _micro_now(),
+            "count": 1,
+        }
+        self._call(self.api.create_namespaced_event, pod.namespace, body)
+
+    def _call(self, method: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            response = method(
+                *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs
+            )
+            response.data  # noqa: B018
+            response.release_conn()
+        except Exception as exc:
+            raise classify(exc) from None

@@ -1,0 +1,433 @@
+"""The own scheduler's loop for one cluster: queue -> filter/score -> assume -> bind.
+
+One pod at a time, as kube-scheduler does (docs/own-scheduler.md):
+
+1. ``refresh``: when the inventory moved (the snapshot revision for nodes and policies, the pod
+   inventory's change count for pods), re-read what changed (``scheduler.state``), hand the
+   pending pods to the queue, and give the unschedulable pods another chance.
+2. pop the next pod (priority, then age) and run ``algorithm.schedule_one`` over the cluster's
+   nodes with the usage of the pods on them plus the assumed ones, the compiled snapshot's
+   policies and the extensions' checks (``scheduler.hooks``).
+3. a node was chosen: reserve it in the extensions, assume the pod on it, and send the binding
+   from a worker thread (the next pod is scheduled meanwhile). A failed binding forgets the
+   assumption, releases the reservations and puts the pod back in the queue with backoff; a
+   successful one writes a ``Scheduled`` event.
+4. nothing fits: ``PodScheduled=False`` (reason ``Unschedulable``, kube-scheduler's
+   "0/N nodes are available: ..." message) and a ``FailedScheduling`` event, from a worker
+   thread; the pod waits in the queue until the cluster changes and its backoff is over.
+
+Every decision is offered to ``record`` (a :class:`ScheduleRecord`; the command hands it to the
+decision log, which this package does not import).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queues
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+from engine.quantities import format_amount
+from engine.snapshot import Snapshot
+from inventory.models import Cluster
+from policies.compile import current_snapshot
+from scheduler import hooks, metrics
+from scheduler.algorithm import Outcome, StaticVerdicts, Weights, schedule_one
+from scheduler.kube_io import BindFailed, ClusterClient
+from scheduler.queue import QueuedPod, SchedulingQueue
+from scheduler.state import ClusterState
+
+logger = logging.getLogger(__name__)
+
+# How often the inventory's change markers are read while pods wait, and the least time
+# between two re-reads of the pods (seconds).
+POLL_SECONDS = 0.05
+RELOAD_SECONDS = 0.25
+# The bound pods' usage (every bound pod read) at most this often, and at most a tenth of the
+# time: between two reads the assumed pods keep the books of what this scheduler placed.
+USAGE_RELOAD_SECONDS = 3.0
+USAGE_SHARE = 10.0
+# A pod whose binding found it already bound is not tried again for this long (the inventory
+# will show it bound meanwhile).
+CONFLICT_HOLD_SECONDS = 30.0
+MAX_RECORDED_NODES = 50
+MAX_RECORDED_SCORES = 10
+
+
+@dataclass(slots=True)
+class ScheduleRecord:
+    """One decision, with the decision log's fields (``extender.records.CallRecord``'s
+    names): the entry point converts it."""
+
+    verb: str
+    cluster: str
+    mode: str
+    pod_namespace: str
+    pod_name: str
+    pod_uid: str
+    nodes_in: int
+    nodes_out: int
+    duration_seconds: float
+    snapshot_revision: int
+    policy_versions: Mapping[str, int] = field(default_factory=dict)
+    rejected: list[tuple[str, str]] = field(default_factory=list)
+    rejections_by_rule: dict[tuple[str, str], int] = field(default_factory=dict)
+    top_scores: list[tuple[str, int]] = field(default_factory=list)
+    pod_labels: Mapping[str, str] = field(default_factory=dict)
+    pod_requests: Mapping[str, str] = field(default_factory=dict)
+    candidates: list[str] = field(default_factory=list)
+
+
+Recorder = Callable[[ScheduleRecord], None]
+ClientFactory = Callable[[Cluster, str], Any]
+
+
+@dataclass(slots=True)
+class _BindResult:
+    pod: QueuedPod
+    node: str
+    error: BindFailed | None
+
+
+class ClusterScheduler:
+    """Places the pods of one cluster that name ``cluster.scheduler_name``."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        record: Recorder | None = None,
+        client_factory: ClientFactory = ClusterClient,
+        workers: int = 4,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.name = cluster.name
+        self.scheduler_name = cluster.scheduler_name
+        self.record = record
+        self.client = client_factory(cluster, cluster.scheduler_name)
+        self.state = ClusterState(cluster)
+        self.queue = SchedulingQueue(
+            initial=settings.SCHEDULER_BACKOFF_INITIAL_SECONDS,
+            maximum=settings.SCHEDULER_BACKOFF_MAX_SECONDS,
+        )
+        self.weights = Weights(
+            policy=settings.SCHEDULER_POLICY_WEIGHT,
+            least_allocated=settings.SCHEDULER_LEAST_ALLOCATED_WEIGHT,
+        )
+        self.percentage = settings.SCHEDULER_PERCENTAGE_OF_NODES_TO_SCORE
+        self.rng = rng or random.Random()
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bind-{self.name}")
+        self.results: queues.SimpleQueue[_BindResult] = queues.SimpleQueue()
+        self.snapshot: Snapshot | None = None
+        self.next_start = 0
+        self.markers: tuple[int, int] | None = None
+        self.pods_stale = True
+        self.last_reload = 0.0
+        self.last_usage = -1e9
+        self.usage_interval = USAGE_RELOAD_SECONDS
+        self.last_marker_read = 0.0
+        self.held: dict[str, float] = {}  # uid -> monotonic time until which it is not retried
+        self.in_flight_binds = 0
+        self.statics = StaticVerdicts()
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    if not self.step():
+                        self._wait(stop)
+                except Exception:
+                    logger.exception("scheduler for cluster %s: cycle failed", self.name)
+                    close_old_connections()
+                    stop.wait(1.0)
+        finally:
+            self.pool.shutdown(wait=True)
+            self.drain()
+            self.client.close()
+            connections.close_all()
+
+    def _wait(self, stop: threading.Event) -> None:
+        try:
+            result = self.results.get(timeout=POLL_SECONDS)
+        except queues.Empty:
+            return
+        self._settle(result)
+
+    def step(self) -> bool:
+        """Refresh, settle finished bindings, schedule one pod; False when idle."""
+        now = time.monotonic()
+        self.refresh(now)
+        self.drain()
+        pod = self.queue.pop(now)
+        if pod is None:
+            self._publish_queue()
+            return False
+        self.schedule(pod)
+        return True
+
+    def idle(self) -> bool:
+        """Nothing to do right now: no pod ready, no binding under way (tests)."""
+        return not self.queue.counts()["active"] and self.in_flight_binds == 0
+
+    # -- refresh ---------------------------------------------------------------------------
+
+    def refresh(self, now: float, *, force: bool = False) -> None:
+        if not force and self.markers is not None and now - self.last_marker_read < POLL_SECONDS:
+            markers = self.markers  # read at most every POLL_SECONDS while pods keep coming
+        else:
+            markers = self.state.markers()
+            self.last_marker_read = now
+        changed = markers != self.markers
+        if self.markers is None or markers[0] != self.markers[0] or force:
+            self.snapshot = current_snapshot()
+            self.state.reload_nodes()
+        if changed:
+            self.pods_stale = True
+            self.markers = markers
+        if self.pods_stale and (force or now - self.last_reload >= RELOAD_SECONDS):
+            self.pods_stale = False
+            self.drain()
+            usage = force or now - self.last_usage >= self.usage_interval
+            pending, new = self.state.reload_pods(
+                self.scheduler_name, self.queue.known(), usage=usage
+            )
+            done = time.monotonic()
+            if usage:
+                self.last_usage = done
+                self.usage_interval = max(USAGE_RELOAD_SECONDS, USAGE_SHARE * (done - now))
+            # Time to schedule between two reads, however long a read took.
+            self.last_reload = done
+            self.held = {uid: until for uid, until in self.held.items() if until > now}
+            exclude = set(self.state.assumed) | set(self.held)
+            self.queue.sync(pending, new, now, exclude=exclude)
+            if changed:
+                self.queue.cluster_changed(now)
+            self._publish_queue()
+
+    def _publish_queue(self) -> None:
+        for part, count in self.queue.counts().items():
+            metrics.PENDING_PODS.labels(self.name, part).set(count)
+
+    # -- one cycle -------------------------------------------------------------------------
+
+    def schedule(self, pod: QueuedPod) -> Outcome:
+        started = time.perf_counter()
+        snapshot = self.snapshot
+        cluster = snapshot.clusters.get(self.name) if snapshot is not None else None
+        checks = hooks.prepare_checks(self.name, pod)
+        outcome = schedule_one(
+            pod,
+            self.state.nodes,
+            self.state.usage,
+            cluster,
+            checks=checks,
+            weights=self.weights,
+            start=self.next_start,
+            percentage=self.percentage,
+            rng=self.rng,
+            statics=self.statics,
+            ignored_resources=hooks.managed_resources(),
+        )
+        self.next_start = outcome.next_start
+        now = time.monotonic()
+        node = outcome.node
+        if node is None:
+            result = "unschedulable"
+            self.queue.unschedulable_pod(pod, now)
+            message = outcome.message
+            patch = message != pod.condition_message
+            pod.condition_message = message
+            self.pool.submit(self._report_unschedulable, pod, message, patch)
+        else:
+            refusal = hooks.reserve_all(self.name, pod, node)
+            if refusal:
+                result = "error"
+                logger.warning("%s: %s refused node %s: %s", pod.key, "reserve", node, refusal)
+                self.queue.retry(pod, now)
+            else:
+                result = "scheduled"
+                self.state.assume(pod, node)
+                self.in_flight_binds += 1
+                self.pool.submit(self._bind, pod, node)
+        elapsed = time.perf_counter() - started
+        metrics.ATTEMPTS.labels(self.name, result).inc()
+        metrics.ATTEMPT_DURATION.labels(self.name, result).observe(elapsed)
+        if self.record is not None:
+            self._record(pod, outcome, elapsed, snapshot)
+        return outcome
+
+    # -- worker threads --------------------------------------------------------------------
+
+    def _bind(self, pod: QueuedPod, node: str) -> None:
+        try:
+            self.client.bind(pod, node)
+        except BindFailed as exc:
+            self.results.put(_BindResult(pod, node, exc))
+            return
+        except Exception as exc:  # never lose a result: the assumption must be settled
+            self.results.put(_BindResult(pod, node, BindFailed(str(exc))))
+            return
+        self.results.put(_BindResult(pod, node, None))
+        try:
+            self.client.event(
+                pod,
+                kind="Normal",
+                reason="Scheduled",
+                message=f"Successfully assigned {pod.namespace}/{pod.name} to {node}",
+            )
+        except Exception as exc:
+            logger.warning("%s: Scheduled event not written: %s", pod.key, exc)
+
+    def _report_unschedulable(self, pod: QueuedPod, message: str, patch: bool) -> None:
+        try:
+            if patch:
+                self.client.mark_unschedulable(pod, message)
+            self.client.event(pod, kind="Warning", reason="FailedScheduling", message=message)
+        except Exception as exc:
+            logger.warning("%s: FailedScheduling not written: %s", pod.key, exc)
+
+    # -- results (on the loop's thread) ----------------------------------------------------
+
+    def drain(self) -> None:
+        while True:
+            try:
+                result = self.results.get_nowait()
+            except queues.Empty:
+                return
+            self._settle(result)
+
+    def _settle(self, result: _BindResult) -> None:
+        pod, node, error = result.pod, result.node, result.error
+        self.in_flight_binds -= 1
+        now = time.monotonic()
+        if error is None:
+            self.state.bound(pod.uid)
+            self.queue.done(pod)
+            metrics.POD_SCHEDULING_DURATION.labels(self.name).observe(
+                max(0.0, time.time() - pod.created) if pod.created else now - pod.first_seen
+            )
+            return
+        self.state.forget(pod.uid)
+        hooks.release_all(self.name, pod, node)
+        metrics.ATTEMPTS.labels(self.name, "error").inc()
+        if error.conflict:
+            logger.info("%s: not bound to %s: %s", pod.key, node, error)
+            self.queue.done(pod)
+            self.held[pod.uid] = now + CONFLICT_HOLD_SECONDS
+        else:
+            logger.warning("%s: binding to %s failed: %s; retrying", pod.key, node, error)
+            self.queue.retry(pod, now)
+
+    # -- the decision log ------------------------------------------------------------------
+
+    def _record(
+        self, pod: QueuedPod, outcome: Outcome, elapsed: float, snapshot: Snapshot | None
+    ) -> None:
+        assert self.record is not None
+        table = outcome.table
+        record = ScheduleRecord(
+            verb="schedule",
+            cluster=self.name,
+            mode="own",
+            pod_namespace=pod.namespace,
+            pod_name=pod.name,
+            pod_uid=pod.uid,
+            nodes_in=outcome.nodes_total,
+            nodes_out=len(outcome.feasible),
+            duration_seconds=elapsed,
+            snapshot_revision=snapshot.revision if snapshot is not None else 0,
+            policy_versions=table.versions if table is not None else {},
+            rejected=outcome.rejected[:MAX_RECORDED_NODES],
+            rejections_by_rule=outcome.rejections_by_rule,
+            top_scores=outcome.scores[:MAX_RECORDED_SCORES],
+            pod_labels=pod.labels,
+            pod_requests={k: format_amount(k, v) for k, v in pod.spec.requests.items()},
+            candidates=[outcome.node] if outcome.node else [],
+        )
+        try:
+            self.record(record)
+        except Exception:
+            logger.exception("decision record failed")
+
+
+def scheduled_clusters() -> list[Cluster]:
+    """The Kubernetes clusters with a scheduler name set."""
+    from inventory.models import ClusterSource
+
+    return list(
+        Cluster.objects.filter(source=ClusterSource.KUBERNETES)
+        .exclude(scheduler_name="")
+        .order_by("name")
+    )
+
+
+def run_clusters(
+    stop: threading.Event,
+    *,
+    record: Recorder | None = None,
+    cluster_name: str | None = None,
+    refresh_seconds: float = 30.0,
+) -> None:
+    """A :class:`ClusterScheduler` thread per cluster with a scheduler name (or just the named
+    one), re-reading the list every ``refresh_seconds`` until ``stop`` is set."""
+    # name -> (what it was started with: scheduler name and credential settings, stop, thread)
+    running: dict[str, tuple[tuple[str, ...], threading.Event, threading.Thread]] = {}
+
+    def started_with(cluster: Cluster) -> tuple[str, ...]:
+        return (
+            cluster.scheduler_name,
+            cluster.kubeconfig_path,
+            cluster.kubeconfig_context,
+            str(cluster.in_cluster),
+        )
+
+    try:
+        while not stop.is_set():
+            try:
+                wanted = {
+                    c.name: c
+                    for c in scheduled_clusters()
+                    if cluster_name is None or c.name == cluster_name
+                }
+            except Exception:
+                logger.exception("cannot read the clusters to schedule for")
+                wanted = None
+            finally:
+                close_old_connections()
+            if wanted is not None:
+                for name, (settings_then, own_stop, _thread) in list(running.items()):
+                    cluster = wanted.get(name)
+                    if cluster is None or started_with(cluster) != settings_then:
+                        own_stop.set()
+                        del running[name]
+                for name, cluster in wanted.items():
+                    if name in running:
+                        continue
+                    own_stop = threading.Event()
+                    try:
+                        scheduler = ClusterScheduler(cluster, record=record)
+                    except Exception:
+                        logger.exception("cannot start scheduling for cluster %s", name)
+                        continue
+                    thread = threading.Thread(
+                        target=scheduler.run, args=(own_stop,), name=f"scheduler-{name}"
+                    )
+                    thread.start()
+                    running[name] = (started_with(cluster), own_stop, thread)
+            stop.wait(refresh_seconds)
+    finally:
+        for _, own_stop, _thread in running.values():
+            own_stop.set()
+        for _, _, thread in running.values():
+            thread.join(timeout=10)

@@ -35,7 +35,7 @@ from engine.facts import NodeFacts, node_facts
 from engine.pods import PodFacts, pod_facts_from_dict
 from engine.quantities import QuantityError, to_base_units
 from engine.snapshot import ClusterSnapshot, Snapshot
-from extender import wire
+from extender import managed, wire
 from extender.records import CallRecord
 
 # How many rejected nodes and top scores one decision-log entry keeps.
@@ -248,6 +248,18 @@ def _decode_nodes(raws: list[Raw]) -> list[wire.NodeObject]:
 # --- verbs ----------------------------------------------------------------------------------
 
 
+def _managed_filter(
+    cluster: ClusterSnapshot, body: bytes, outcome: FilterOutcome
+) -> dict[str, str]:
+    """Move the passing nodes without enough free of a managed resource the pod requests to
+    the rejected ones (``insufficient <resource>``); what was moved (extender.managed)."""
+    short = managed.filter_rejections(cluster.name, body, outcome.passed)
+    if short:
+        outcome.passed = [name for name in outcome.passed if name not in short]
+        outcome.rejected = {**outcome.rejected, **short}
+    return short
+
+
 def _request_nodes(
     args: wire.ExtenderArgs,
 ) -> tuple[list[str] | None, list[wire.NodeObject] | None]:
@@ -273,6 +285,7 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
             cluster=cluster.name,
             dry_run=False,
         )
+        _managed_filter(cluster, body, outcome)
         body = orjson.dumps(
             {
                 "Nodes": None,
@@ -291,7 +304,10 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
             table, node_names, unknown_node_action=ALLOW, cluster=cluster.name, dry_run=False
         )
         reject = table.reject
-        kept = [node.raw for node in nodes if reject.get(node.name) is None]
+        short = _managed_filter(cluster, body, outcome)
+        kept = [
+            node.raw for node in nodes if reject.get(node.name) is None and node.name not in short
+        ]
         body = b"".join(
             (
                 b'{"Nodes":{"metadata":{},"items":[',
@@ -402,6 +418,7 @@ def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
                 uid=args.pod_uid,
                 node=args.node,
                 judge=partial(_bind_refusal, cluster, args),
+                reserve=managed.reserver(cluster.name, args.node),
             )
         except BindError as exc:
             error = str(exc) or "binding failed"

@@ -85,6 +85,7 @@ INSTALLED_APPS = [
     "portal",
     "inventory",
     "policies",
+    "resources",
     "extender",
     "console",
 ]
@@ -453,3 +454,9 @@ LOGGING = {
         "django_guid": {"level": "WARNING"},
     },
 }
+
+# Managed resources (docs/managed-resources.md): how long a reservation made at bind counts
+# while the pod inventory has not seen the pod bound, and how often each extender process
+# checks whether its table of free amounts is out of date (a few cheap reads, never per call).
+MANAGED_RESERVATION_SECONDS = float(os.environ.get("MANAGED_RESERVATION_SECONDS", "120"))
+EXTENDER_MANAGED_POLL_SECONDS = float(os.environ.get("EXTENDER_MANAGED_POLL_SECONDS", "0.5"))

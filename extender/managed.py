@@ -1,0 +1,251 @@
+"""Managed resources in the extender: the in-memory table of free amounts, the filter's check
+and the bind's reservation (docs/managed-resources.md).
+
+The filter reads memory only: each process holds, per cluster with managed resources, an
+immutable ``engine.managed.FreeTable`` that a background thread replaces when something it is
+computed from moved — the snapshot revision (resources, nodes), the pod inventory's change
+counter, the reservations ledger's counter — checked every ``EXTENDER_MANAGED_POLL_SECONDS``
+with a few small reads, and at least every ``FULL_RELOAD_SECONDS`` (reservations expire).
+A pod's managed requests are decoded from the request body only when it names a managed
+resource (a substring test), so other pods cost one dictionary lookup.
+
+Bind is the authority: it reserves in the database, under the cluster's ledger lock, before it
+creates the Binding (``resources.services.reserve``); the table is only the filter's view.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+import orjson
+from django.conf import settings
+from msgspec import Raw
+
+from engine.managed import FreeTable, managed_requests
+from engine.podspec import pod_requests
+
+logger = logging.getLogger(__name__)
+
+FULL_RELOAD_SECONDS = 5.0
+
+_tables: dict[str, FreeTable] = {}
+_needles: dict[str, tuple[bytes, ...]] = {}
+_started = False
+_lock = threading.Lock()
+_stop = threading.Event()
+_stamps: dict[str, Any] = {}
+_loaded_at: dict[str, float] = {}
+
+
+class _Spec(msgspec.Struct):
+    spec: Raw | None = None
+
+
+class _Args(msgspec.Struct):
+    Pod: _Spec | None = None
+
+
+_ARGS = msgspec.json.Decoder(_Args)
+
+
+def table(cluster: str) -> FreeTable | None:
+    """The cluster's table, None when it has no managed resources (or none is loaded yet)."""
+    return _tables.get(cluster)
+
+
+def _body_requests(body: bytes) -> dict[str, int]:
+    try:
+        args = _ARGS.decode(body)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return {}
+    if args.Pod is None or args.Pod.spec is None:
+        return {}
+    try:
+        spec = orjson.loads(args.Pod.spec)
+    except orjson.JSONDecodeError:
+        return {}
+    return pod_requests(spec) if isinstance(spec, dict) else {}
+
+
+def filter_rejections(cluster: str, body: bytes, candidates: Sequence[str]) -> dict[str, str]:
+    """node -> ``insufficient <resource>`` for the candidates without enough free for what
+    the request's pod asks of the cluster's managed resources; empty for most pods."""
+    ensure_started()
+    free = _tables.get(cluster)
+    if free is None or not candidates:
+        return {}
+    needles = _needles.get(cluster, ())
+    if not any(needle in body for needle in needles):
+        return {}
+    wanted = managed_requests(_body_requests(body), free.free)
+    if not wanted:
+        return {}
+    return free.rejections(wanted, candidates)
+
+
+# --- bind -----------------------------------------------------------------------------------
+
+
+def reserver(cluster: str, node: str) -> Callable[[Mapping[str, Any]], Callable[[], None] | None]:
+    """The bind's reservation step for ``inventory.binding.bind_pod``: given the pod as the API
+    server has it, reserve what it requests of managed resources on ``node`` (raising
+    ``BindError`` when the capacity is gone) and return how to give it back, or None."""
+
+    def reserve(pod: Mapping[str, Any]) -> Callable[[], None] | None:
+        from inventory.binding import BindError
+        from inventory.models import Cluster
+        from resources.services import InsufficientCapacity, PodRef, release
+        from resources.services import reserve as reserve_in_db
+
+        spec = pod.get("spec")
+        requests = pod_requests(spec) if isinstance(spec, Mapping) else {}
+        if not requests:
+            return None
+        known = _tables.get(cluster)
+        if known is not None and not managed_requests(requests, known.free):
+            return None  # nothing managed in it (a resource added since is in the next table)
+        target = Cluster.objects.filter(name=cluster).first()
+        if target is None:
+            return None
+        metadata = pod.get("metadata") or {}
+        ref = PodRef(
+            namespace=str(metadata.get("namespace") or ""),
+            name=str(metadata.get("name") or ""),
+            uid=str(metadata.get("uid") or ""),
+            requests=requests,
+        )
+        try:
+            made = reserve_in_db(target, ref, node)
+        except InsufficientCapacity as exc:
+            raise BindError(f"{exc}; not bound (kube-scheduler will try the pod again)") from None
+        if not made:
+            return None
+        current = _tables.get(cluster)
+        if current is not None:  # this process's filter sees its own reservation at once
+            for reservation in made:
+                current = current.take(reservation.resource, node, reservation.amount)
+            _tables[cluster] = current
+        return lambda: _release(release, made)
+
+    return reserve
+
+
+def _release(release: Callable[[Any], int], made: Any) -> None:
+    release(made)
+    _stamps.clear()  # reload at the next poll
+
+
+# --- the table's refresher ------------------------------------------------------------------
+
+
+def _read_stamps() -> dict[str, Any]:
+    """cluster name -> what its table is computed from (a few small reads)."""
+    from core.revisions import current_snapshot_revision
+    from inventory.models import PodInventory
+    from resources.models import ManagedResource, ResourceLedger
+
+    rows = list(ManagedResource.objects.values_list("cluster_id", "cluster__name", "id", "version"))
+    if not rows:
+        return {}
+    revision = current_snapshot_revision()
+    ids = {cluster_id for cluster_id, *_ in rows}
+    pods = dict(
+        PodInventory.objects.filter(cluster_id__in=ids).values_list("cluster_id", "changes")
+    )
+    ledger = dict(
+        ResourceLedger.objects.filter(cluster_id__in=ids).values_list("cluster_id", "changes")
+    )
+    stamps: dict[str, Any] = {}
+    for cluster_id, name, ident, version in sorted(rows):
+        entry = stamps.setdefault(
+            name, [cluster_id, revision, pods.get(cluster_id), ledger.get(cluster_id)]
+        )
+        entry.append((ident, version))
+    return {name: tuple(entry) for name, entry in stamps.items()}
+
+
+def refresh_now(force: bool = False) -> list[str]:
+    """Reload the tables whose inputs moved (all with ``force``); the clusters reloaded."""
+    from inventory.models import Cluster
+    from resources.accounting import free_by_node
+
+    stamps = _read_stamps()
+    now = time.monotonic()
+    reloaded = []
+    for name, stamp in stamps.items():
+        stale = now - _loaded_at.get(name, 0.0) > FULL_RELOAD_SECONDS
+        if not force and not stale and _stamps.get(name) == stamp:
+            continue
+        cluster = Cluster.objects.filter(pk=stamp[0]).first()
+        if cluster is None:
+            continue
+        free = free_by_node(cluster)
+        _tables[name] = FreeTable(free, stamp)
+        _needles[name] = tuple(resource.encode() for resource in free)
+        _stamps[name] = stamp
+        _loaded_at[name] = now
+        reloaded.append(name)
+    for name in set(_tables) - set(stamps):
+        _tables.pop(name, None)
+        _needles.pop(name, None)
+        _stamps.pop(name, None)
+    return reloaded
+
+
+def _loop(poll: float) -> None:
+    from django.db import connection
+
+    failing = False
+    while not _stop.is_set():
+        try:
+            refresh_now()
+            failing = False
+        except Exception:  # keep serving the last tables; one warning per outage
+            if not failing:
+                logger.warning("managed-resource table refresh failed", exc_info=True)
+            failing = True
+            try:
+                connection.close()
+            except Exception:
+                logger.debug("closing the managed-resource connection failed", exc_info=True)
+        _stop.wait(poll)
+
+
+def ensure_started() -> None:
+    """Start this process's table refresher once (a bool check on the hot path)."""
+    global _started
+    if _started:
+        return
+    with _lock:
+        if _started:
+            return
+        _started = True
+        if not getattr(settings, "EXTENDER_REFRESH_ENABLED", True):
+            return
+        poll = float(getattr(settings, "EXTENDER_MANAGED_POLL_SECONDS", 0.5))
+        threading.Thread(target=_loop, args=(poll,), name="managed-resources", daemon=True).start()
+
+
+def reset() -> None:
+    """Forget every table (tests; a forked child)."""
+    global _started
+    _tables.clear()
+    _needles.clear()
+    _stamps.clear()
+    _loaded_at.clear()
+    _started = False
+
+
+def _after_fork_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+    reset()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -44,7 +44,7 @@ _loaded_at: dict[str, float] = {}
 
 
 class _Spec(msgspec.Struct):
-    spec: Raw | None = None
+    spec: Raw = Raw(b"null")
 
 
 class _Args(msgspec.Struct):
@@ -64,10 +64,10 @@ def _body_requests(body: bytes) -> dict[str, int]:
         args = _ARGS.decode(body)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return {}
-    if args.Pod is None or args.Pod.spec is None:
+    if args.Pod is None:
         return {}
     try:
-        spec = orjson.loads(args.Pod.spec)
+        spec = orjson.loads(memoryview(args.Pod.spec))
     except orjson.JSONDecodeError:
         return {}
     return pod_requests(spec) if isinstance(spec, dict) else {}

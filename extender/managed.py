@@ -33,14 +33,17 @@ from engine.podspec import pod_requests
 logger = logging.getLogger(__name__)
 
 FULL_RELOAD_SECONDS = 5.0
+FIRST_LOAD_WAIT_SECONDS = 2.0
 
 _tables: dict[str, FreeTable] = {}
 _needles: dict[str, tuple[bytes, ...]] = {}
 _started = False
 _lock = threading.Lock()
 _stop = threading.Event()
+_loaded = threading.Event()  # set by the first load (or when no thread is to load)
 _stamps: dict[str, Any] = {}
 _loaded_at: dict[str, float] = {}
+_thread: threading.Thread | None = None
 
 
 class _Spec(msgspec.Struct):
@@ -76,7 +79,10 @@ def _body_requests(body: bytes) -> dict[str, int]:
 def filter_rejections(cluster: str, body: bytes, candidates: Sequence[str]) -> dict[str, str]:
     """node -> ``insufficient <resource>`` for the candidates without enough free for what
     the request's pod asks of the cluster's managed resources; empty for most pods."""
-    ensure_started()
+    if not _loaded.is_set():
+        ensure_started()
+        # Only while a process starts: its first load is under way (as the first snapshot).
+        _loaded.wait(FIRST_LOAD_WAIT_SECONDS)
     free = _tables.get(cluster)
     if free is None or not candidates:
         return {}
@@ -214,6 +220,7 @@ def _loop(poll: float) -> None:
                 connection.close()
             except Exception:
                 logger.debug("closing the managed-resource connection failed", exc_info=True)
+        _loaded.set()  # loaded, or failed: the filter waits for the first attempt only
         _stop.wait(poll)
 
 
@@ -227,9 +234,25 @@ def ensure_started() -> None:
             return
         _started = True
         if not getattr(settings, "EXTENDER_REFRESH_ENABLED", True):
+            _loaded.set()  # tests load with refresh_now()
             return
         poll = float(getattr(settings, "EXTENDER_MANAGED_POLL_SECONDS", 0.5))
-        threading.Thread(target=_loop, args=(poll,), name="managed-resources", daemon=True).start()
+        global _thread
+        _stop.clear()
+        _thread = threading.Thread(
+            target=_loop, args=(poll,), name="managed-resources", daemon=True
+        )
+        _thread.start()
+
+
+def stop(timeout: float = 5.0) -> None:
+    """Stop the table's refresher and forget the tables (tests; ``extender.refresh.stop``)."""
+    global _thread
+    _stop.set()
+    thread, _thread = _thread, None
+    if thread is not None:
+        thread.join(timeout)
+    reset()
 
 
 def reset() -> None:
@@ -239,6 +262,7 @@ def reset() -> None:
     _needles.clear()
     _stamps.clear()
     _loaded_at.clear()
+    _loaded.clear()
     _started = False
 
 

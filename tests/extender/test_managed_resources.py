@@ -154,3 +154,27 @@ def test_pods_without_managed_requests_bind_as_before(
     kube.add_pod(pod_object("plain", licenses=0))
     assert bind(kube, "plain", "plain-1") == ""
     assert not Reservation.objects.exists()
+
+
+def test_generated_configuration_makes_the_portal_the_binder(
+    cluster: Cluster, admin_client: Any
+) -> None:
+    url = "/api/v1/clusters/prod/scheduler-config/"
+    config = admin_client.get(url, {"format": "json"}).json()
+    managed_entry, policies_entry = config["extenders"]
+    assert managed_entry["managedResources"] == [{"name": LICENSE, "ignoredByScheduler": True}]
+    assert managed_entry["bindVerb"] == "bind"
+    assert managed_entry["filterVerb"] == "filter"
+    assert managed_entry["ignorable"] is False
+    assert "prioritizeVerb" not in managed_entry
+    assert "managedResources" not in policies_entry  # the policies still see every pod
+    text = admin_client.get(url).content.decode()
+    assert "must be their binder" in " ".join(line.lstrip("# ") for line in text.splitlines())
+
+
+def test_generated_configuration_warns_without_bind(cluster: Cluster, admin_client: Any) -> None:
+    Cluster.objects.filter(pk=cluster.pk).update(bind_enabled=False)
+    response = admin_client.get("/api/v1/clusters/prod/scheduler-config/", {"format": "json"})
+    managed_entry = response.json()["extenders"][0]
+    assert "bindVerb" not in managed_entry
+    assert "bind is not enabled" in response.headers["Warning"]

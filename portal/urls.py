@@ -9,6 +9,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from console.pods import pending_view, violations_view
 from console.views import dashboard_view, dry_run_view, explain_view
+from resources.views import managed_view
 
 # Swagger UI (the split view: its start-up script is a separate, same-origin file) carries one
 # fixed <style> block; the CSP allows exactly that block, by hash, on this page only.
@@ -29,6 +30,11 @@ urlpatterns = [
     ),
     path("admin/pending/", admin.site.admin_view(pending_view), name="console-pending"),
     path("admin/violations/", admin.site.admin_view(violations_view), name="console-violations"),
+    path(
+        "admin/managed-resources/",
+        admin.site.admin_view(managed_view),
+        name="console-managed-resources",
+    ),
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -109,3 +109,44 @@ class ReservationAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+# The node page gets a section of its own: what the node has of each managed resource.
+from django.template.loader import render_to_string  # noqa: E402
+from django.utils.safestring import SafeString  # noqa: E402
+
+from inventory.admin import NodeAdmin  # noqa: E402
+from inventory.models import Node  # noqa: E402
+from resources.accounting import usage  # noqa: E402
+
+
+def node_usage_html(node: Node) -> SafeString | str:
+    sections = [
+        render_to_string(
+            "resources/usage_table.html",
+            {"nodes": r["nodes"], "name": r["name"]},
+        ).replace("<table", f"<p><strong>{r['name']}</strong></p><table", 1)
+        for r in usage(node.cluster, node.name)
+        if r["nodes"]
+    ]
+    if not sections:
+        return "No managed resource on this node."
+    return SafeString("".join(sections))
+
+
+admin.site.unregister(Node)
+
+
+@admin.register(Node)
+class NodeWithManagedResourcesAdmin(NodeAdmin):
+    fieldsets = (
+        *NodeAdmin.fieldsets,
+        ("Managed resources", {"fields": ("managed_resources_table",)}),
+    )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*super().get_readonly_fields(request, obj), "managed_resources_table"]
+
+    @admin.display(description="managed resources")
+    def managed_resources_table(self, obj: Node) -> SafeString | str:
+        return node_usage_html(obj)

@@ -20,6 +20,10 @@ from engine.quantities import QuantityError, parse_quantity
 
 # Kubernetes' own resources and the quota prefix are not extended resources.
 RESERVED_PREFIXES = ("kubernetes.io/", "requests.")
+# Column sources of managed_resource weight rules: scored per request, not in the snapshot.
+MANAGED_PACK = "managed-pack"
+MANAGED_SPREAD = "managed-spread"
+MANAGED_SOURCES = (MANAGED_PACK, MANAGED_SPREAD)
 _NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 NAME_PART_MAX = 63
 
@@ -131,11 +135,17 @@ class FreeTable:
     set difference over the candidates, done in C.
     """
 
-    __slots__ = ("_enough", "free", "stamp")
+    __slots__ = ("_enough", "capacity", "free", "stamp")
 
-    def __init__(self, free: Mapping[str, Mapping[str, int]], stamp: Any = None) -> None:
+    def __init__(
+        self,
+        free: Mapping[str, Mapping[str, int]],
+        stamp: Any = None,
+        capacity: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> None:
         self.free = {name: dict(nodes) for name, nodes in free.items()}
         self.stamp = stamp
+        self.capacity = capacity if capacity is not None else {}
         self._enough: dict[tuple[str, int], frozenset[str]] = {}
 
     @property
@@ -170,13 +180,33 @@ class FreeTable:
         free = {name: dict(nodes) for name, nodes in self.free.items()}
         if resource in free and node in free[resource]:
             free[resource][node] -= amount
-        return FreeTable(free, self.stamp)
+        return FreeTable(free, self.stamp, self.capacity)
 
 
-def spread_score(free: int, capacity: int, *, pack: bool) -> int:
-    """A 0..10 score of a node by a managed resource: spreading prefers the most free share,
-    bin-packing the least (among nodes that still fit)."""
-    if capacity <= 0:
-        return 0
-    share = max(0, min(free, capacity)) * 10 // capacity
-    return 10 - share if pack else share
+def managed_score_terms(weights: Iterable[Any]) -> tuple[tuple[str, int, bool], ...]:
+    """(resource, weight, pack) of the ``managed_resource`` weight checks among ``weights``."""
+    return tuple(
+        (check.column[1], check.weight, check.column[0] == MANAGED_PACK)
+        for check in weights
+        if check.column[0] in MANAGED_SOURCES and check.weight
+    )
+
+
+def add_managed_scores(
+    raws: list[float],
+    names: Sequence[str],
+    terms: Iterable[tuple[str, int, bool]],
+    free: FreeTable,
+) -> list[float]:
+    """``raws`` plus ``weight x share`` per node for each managed term: the free fraction of
+    its capacity (Spread) or the used fraction (Pack); 0 where the node has none."""
+    out = list(raws)
+    for resource, weight, pack in terms:
+        frees = free.free.get(resource, {})
+        caps = free.capacity.get(resource, {})
+        for i, name in enumerate(names):
+            cap = caps.get(name, 0)
+            if cap > 0:
+                share = max(0, min(frees.get(name, 0), cap)) / cap
+                out[i] += weight * ((1.0 - share) if pack else share)
+    return out

@@ -27,8 +27,9 @@ import orjson
 from django.conf import settings
 from msgspec import Raw
 
-from engine.managed import FreeTable, managed_requests
+from engine.managed import FreeTable, add_managed_scores, managed_requests, managed_score_terms
 from engine.podspec import pod_requests
+from engine.scores import normalise
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +180,7 @@ def _read_stamps() -> dict[str, Any]:
 def refresh_now(force: bool = False) -> list[str]:
     """Reload the tables whose inputs moved (all with ``force``); the clusters reloaded."""
     from inventory.models import Cluster
-    from resources.accounting import free_by_node
+    from resources.accounting import capacity_and_free
 
     stamps = _read_stamps()
     now = time.monotonic()
@@ -191,8 +192,8 @@ def refresh_now(force: bool = False) -> list[str]:
         cluster = Cluster.objects.filter(pk=stamp[0]).first()
         if cluster is None:
             continue
-        free = free_by_node(cluster)
-        _tables[name] = FreeTable(free, stamp)
+        capacity, free = capacity_and_free(cluster)
+        _tables[name] = FreeTable(free, stamp, capacity)
         _needles[name] = tuple(resource.encode() for resource in free)
         _stamps[name] = stamp
         _loaded_at[name] = now
@@ -273,3 +274,25 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def score(cluster: str, names: Sequence[str], table: Any) -> list[int] | None:
+    """Scores 0..10 for ``names`` with the ``managed_resource`` weight rules of the policies
+    selecting the pod added to the snapshot's raw scores; None when those policies have none
+    (the snapshot's scores stand)."""
+    terms = _terms.get(id(table))
+    if terms is None or terms[0] is not table:
+        found = managed_score_terms(w for policy in table.enforce for w in policy.weights)
+        if len(_terms) > 4096:
+            _terms.clear()
+        _terms[id(table)] = terms = (table, found)
+    if not terms[1]:
+        return None
+    free = _tables.get(cluster)
+    raws = table.scores.raw(names)
+    if free is not None:
+        raws = add_managed_scores(raws, names, terms[1], free)
+    return normalise(raws)
+
+
+_terms: dict[int, tuple[Any, tuple[tuple[str, int, bool], ...]]] = {}

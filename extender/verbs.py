@@ -338,6 +338,9 @@ def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> 
         names = [node.name for node in nodes]
         mode = "full"
     scores, dense = table.scores.scores_from_table(names)
+    adjusted = managed.score(cluster.name, names, table)
+    if adjusted is not None:  # managed_resource weight rules: scored from what is free now
+        scores, dense = adjusted, False
     reply = None
     if dense and mode == "names" and names:
         reply = _dense_priorities(names, table.scores.encoded(cluster.host_prefixes))

@@ -128,15 +128,23 @@ def allocation(
 def free_by_node(cluster: Cluster) -> dict[str, dict[str, int]]:
     """resource -> node -> free amount (capacity - allocated; negative when overcommitted by
     pods placed outside the portal), for every node that has some of a managed resource."""
+    return capacity_and_free(cluster)[1]
+
+
+def capacity_and_free(
+    cluster: Cluster,
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """(capacity, free), each resource -> node -> amount (three queries)."""
     specs = cluster_specs(cluster)
     if not specs:
-        return {}
+        return {}, {}
     caps = capacity_by_node(cluster, specs)
     taken = allocation(cluster, caps).allocated
-    return {
+    free = {
         name: {node: cap - taken[name].get(node, 0) for node, cap in nodes.items()}
         for name, nodes in caps.items()
     }
+    return caps, free
 
 
 def usage(cluster: Cluster, node: str | None = None) -> list[dict[str, Any]]:

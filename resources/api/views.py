@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api.base import (
+    NAME_LOOKUP_REGEX,
     ContentSerializer,
     ContentViewSet,
     PortalViewSetMixin,
@@ -108,7 +109,7 @@ class ManagedResourceViewSet(ContentViewSet):
     filterset_class = ManagedResourceFilterSet
     versioned = True
     lookup_field = "pk"
-    lookup_value_regex = r"\d+"
+    lookup_value_regex = NAME_LOOKUP_REGEX
     action_permissions = {
         "versions": ["resources.view_managedresource"],
         "rollback": ["resources.change_managedresource"],

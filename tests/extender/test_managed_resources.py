@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from core.errors import ContentError
 from extender import managed
 from inventory import binding
 from inventory.models import Cluster, ClusterSource
+from policies.services import policy_create
 from resources.accounting import free_by_node
 from resources.models import Reservation
 from tests.extender.extender_support import call, extender, reload  # noqa: F401
@@ -178,3 +180,53 @@ def test_generated_configuration_warns_without_bind(cluster: Cluster, admin_clie
     managed_entry = response.json()["extenders"][0]
     assert "bindVerb" not in managed_entry
     assert "bind is not enabled" in response.headers["Warning"]
+
+
+@pytest.mark.parametrize(
+    ("operator", "expected"),
+    [
+        # lic-1 has 1 of 2 used, lic-2 0 of 1, lic-3 none to give, plain-1 none at all
+        ("Pack", [10, 0, 0, 0]),
+        ("Spread", [5, 10, 0, 0]),
+    ],
+)
+def test_weight_kind_packs_or_spreads_by_what_is_free(
+    cluster: Cluster, operator: str, expected: list[int]
+) -> None:
+    policy_create(
+        actor=None,
+        data={
+            "name": "licenses",
+            "cluster": "prod",
+            "mode": "enforce",
+            "pod_selector": {"namespaces": ["ml"]},
+            "weight_rules": [
+                {
+                    "kind": "managed_resource",
+                    "resource": LICENSE,
+                    "operator": operator,
+                    "weight": 10,
+                }
+            ],
+        },
+    )
+    apply_pods(cluster, [pod_object("a", node="lic-1")])
+    reload()
+    managed.refresh_now(force=True)
+    response = call("/extender/prod/prioritize", {"Pod": pod_object("p"), "NodeNames": NODES})
+    assert response.status == 200, response.body
+    assert [entry["Score"] for entry in response.json()] == expected
+
+
+def test_weight_kind_validates_its_fields() -> None:
+    with pytest.raises(ContentError) as caught:
+        policy_create(
+            actor=None,
+            data={
+                "name": "bad",
+                "weight_rules": [
+                    {"kind": "managed_resource", "resource": "license", "operator": "Fill"}
+                ],
+            },
+        )
+    assert set(caught.value.errors) >= {"weight_rules[0].resource", "weight_rules[0].operator"}

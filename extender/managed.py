@@ -27,7 +27,13 @@ import orjson
 from django.conf import settings
 from msgspec import Raw
 
-from engine.managed import FreeTable, add_managed_scores, managed_requests, managed_score_terms
+from engine.managed import (
+    FreeTable,
+    add_managed_scores,
+    managed_requests,
+    managed_score_terms,
+    with_managed,
+)
 from engine.podspec import pod_requests
 from engine.scores import normalise
 
@@ -70,30 +76,74 @@ def _body_requests(body: bytes) -> dict[str, int]:
         return {}
     if args.Pod is None:
         return {}
-    try:
-        spec = orjson.loads(memoryview(args.Pod.spec))
-    except orjson.JSONDecodeError:
-        return {}
-    return pod_requests(spec) if isinstance(spec, dict) else {}
+    return _spec_requests(args.Pod.spec)
 
 
-def filter_rejections(cluster: str, body: bytes, candidates: Sequence[str]) -> dict[str, str]:
-    """node -> ``insufficient <resource>`` for the candidates without enough free for what
-    the request's pod asks of the cluster's managed resources; empty for most pods."""
+def filter_split(
+    cluster: str, body: bytes, spec: Raw | None, candidates: Sequence[str]
+) -> tuple[list[str], dict[str, str]] | None:
+    """(the candidates with enough free, node -> ``insufficient <resource>`` for the others)
+    for what the request's pod asks of the cluster's managed resources; None when it asks for
+    none of them (most pods: a dictionary lookup and a byte search). ``spec``: the pod's spec
+    as the wire decoder kept it (None: read it from ``body``)."""
     if not _loaded.is_set():
         ensure_started()
         # Only while a process starts: its first load is under way (as the first snapshot).
         _loaded.wait(FIRST_LOAD_WAIT_SECONDS)
     free = _tables.get(cluster)
     if free is None or not candidates:
-        return {}
+        return None
+    text = bytes(spec) if spec is not None else body
     needles = _needles.get(cluster, ())
-    if not any(needle in body for needle in needles):
-        return {}
-    wanted = managed_requests(_body_requests(body), free.free)
+    if not any(needle in text for needle in needles):
+        return None
+    requests = _spec_requests(spec) if spec is not None else _body_requests(body)
+    wanted = managed_requests(requests, free.free)
     if not wanted:
+        return None
+    return free.split(wanted, candidates)
+
+
+def names_table(cluster: str, body: bytes, spec: Raw | None, table: Any) -> Any:
+    """The policy table a names-mode filter judges with: ``table`` itself, or for a pod
+    requesting managed resources, ``table`` with the nodes lacking them rejected (made once per
+    table, free amounts and requests: ``engine.managed.with_managed``)."""
+    if not _loaded.is_set():
+        ensure_started()
+        _loaded.wait(FIRST_LOAD_WAIT_SECONDS)
+    free = _tables.get(cluster)
+    if free is None:
+        return table
+    # Search the pod's spec, not the whole body (thousands of node names after it).
+    text = bytes(spec) if spec is not None else body
+    needles = _needles.get(cluster, ())
+    if not any(needle in text for needle in needles):
+        return table
+    requests = _spec_requests(spec) if spec is not None else _body_requests(body)
+    wanted = managed_requests(requests, free.free)
+    if not wanted:
+        return table
+    key = (id(table), id(free), tuple(sorted(wanted.items())))
+    hit = _combined.get(key)
+    if hit is not None and hit[0] is table and hit[1] is free:
+        return hit[2]
+    combined = with_managed(table, free, wanted)
+    if len(_combined) >= MAX_COMBINED:
+        _combined.clear()
+    _combined[key] = (table, free, combined)
+    return combined
+
+
+MAX_COMBINED = 64
+_combined: dict[tuple[Any, ...], tuple[Any, FreeTable, Any]] = {}
+
+
+def _spec_requests(spec: Raw) -> dict[str, int]:
+    try:
+        decoded = orjson.loads(memoryview(spec))
+    except orjson.JSONDecodeError:
         return {}
-    return free.rejections(wanted, candidates)
+    return pod_requests(decoded) if isinstance(decoded, dict) else {}
 
 
 # --- bind -----------------------------------------------------------------------------------
@@ -263,6 +313,7 @@ def reset() -> None:
     _needles.clear()
     _stamps.clear()
     _loaded_at.clear()
+    _combined.clear()
     _loaded.clear()
     _started = False
 

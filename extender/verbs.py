@@ -249,14 +249,15 @@ def _decode_nodes(raws: list[Raw]) -> list[wire.NodeObject]:
 
 
 def _managed_filter(
-    cluster: ClusterSnapshot, body: bytes, outcome: FilterOutcome
+    cluster: ClusterSnapshot, body: bytes, spec: Raw | None, outcome: FilterOutcome
 ) -> dict[str, str]:
     """Move the passing nodes without enough free of a managed resource the pod requests to
     the rejected ones (``insufficient <resource>``); what was moved (extender.managed)."""
-    short = managed.filter_rejections(cluster.name, body, outcome.passed)
-    if short:
-        outcome.passed = [name for name in outcome.passed if name not in short]
-        outcome.rejected = {**outcome.rejected, **short}
+    split = managed.filter_split(cluster.name, body, spec, outcome.passed)
+    if split is None:
+        return {}
+    outcome.passed, short = split
+    outcome.rejected.update(short)  # a dict of this call's own (engine.evaluate.filter_names)
     return short
 
 
@@ -277,7 +278,8 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
     pod = args.pod
     names, nodes = _request_nodes(args)
     if names is not None:
-        table = names_table(cluster, pod)
+        # A pod requesting managed resources: nodes lacking them rejected too (extender.managed).
+        table = managed.names_table(cluster.name, body, args.pod_spec, names_table(cluster, pod))
         outcome = filter_names(
             table,
             names,
@@ -285,7 +287,6 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
             cluster=cluster.name,
             dry_run=False,
         )
-        _managed_filter(cluster, body, outcome)
         body = orjson.dumps(
             {
                 "Nodes": None,
@@ -304,7 +305,7 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
             table, node_names, unknown_node_action=ALLOW, cluster=cluster.name, dry_run=False
         )
         reject = table.reject
-        short = _managed_filter(cluster, body, outcome)
+        short = _managed_filter(cluster, body, args.pod_spec, outcome)
         kept = [
             node.raw for node in nodes if reject.get(node.name) is None and node.name not in short
         ]

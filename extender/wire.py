@@ -49,6 +49,7 @@ class _ObjectMeta(Struct):
 
 class _Pod(Struct):
     metadata: _ObjectMeta | None = None
+    spec: Raw = Raw(b"null")  # kept undecoded: only managed resources read it (extender.managed)
 
 
 class _Condition(Struct):
@@ -241,6 +242,8 @@ class ExtenderArgs:
     pod: PodFacts
     node_names: list[str] | None
     node_items: list[Raw] | None
+    # The pod's spec as sent, when the request was decoded in one pass (else None).
+    pod_spec: Raw | None = None
 
 
 def decode_extender_args(body: bytes) -> ExtenderArgs:
@@ -259,7 +262,7 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     if args.Pod is None:
         raise bad_request("request has no Pod")
     items = None if args.Nodes is None else (args.Nodes.items or [])
-    return ExtenderArgs(_pod_facts(args.Pod), args.NodeNames, items)
+    return ExtenderArgs(_pod_facts(args.Pod), args.NodeNames, items, args.Pod.spec)
 
 
 # --- ExtenderPreemptionArgs -----------------------------------------------------------------

@@ -134,9 +134,9 @@ def managed_requests(requests: Mapping[str, int], managed: Iterable[str]) -> dic
 class FreeTable:
     """What is free of each managed resource on each node, at one moment (immutable once made).
 
-    ``fits`` answers the filter: which of the candidate nodes lack enough for the pod. The
-    sets of nodes with at least ``n`` free are built once per amount and reused, so a call is a
-    set difference over the candidates, done in C.
+    The sets of nodes with at least ``n`` free are built once per amount and reused: the
+    names-mode filter folds them into the policy table once (``with_managed``), the full-mode
+    filter splits its candidates with them (``split``).
     """
 
     __slots__ = ("_enough", "capacity", "free", "stamp")
@@ -182,20 +182,6 @@ class FreeTable:
                 rejected.update(dict.fromkeys(short, insufficient_reason(resource)))
                 passed = list(filter(enough, passed))
         return passed, rejected
-
-    def rejections(self, requests: Mapping[str, int], candidates: Sequence[str]) -> dict[str, str]:
-        """node -> reason for the candidates without enough free for ``requests``
-        (managed resources only, base units); the first resource short names the reason."""
-        rejected: dict[str, str] = {}
-        for resource, amount in requests.items():
-            if amount <= 0:
-                continue
-            short = set(candidates).difference(self.enough(resource, amount))
-            if short:
-                reason = insufficient_reason(resource)
-                for node in short:
-                    rejected.setdefault(node, reason)
-        return rejected
 
     def take(self, resource: str, node: str, amount: int) -> FreeTable:
         """A copy with ``amount`` taken on ``node`` (a reservation this process just made)."""

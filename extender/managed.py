@@ -119,15 +119,21 @@ def names_table(cluster: str, body: bytes, spec: Raw | None, table: Any) -> Any:
     needles = _needles.get(cluster, ())
     if not any(needle in text for needle in needles):
         return table
-    requests = _spec_requests(spec) if spec is not None else _body_requests(body)
-    wanted = managed_requests(requests, free.free)
+    wanted = _wanted.get(text) if spec is not None else None
+    if wanted is None:
+        requests = _spec_requests(spec) if spec is not None else _body_requests(body)
+        wanted = tuple(sorted(managed_requests(requests, free.free).items()))
+        if spec is not None:  # pods of one workload share their spec: decode it once
+            if len(_wanted) >= MAX_COMBINED:
+                _wanted.clear()
+            _wanted[text] = wanted
     if not wanted:
         return table
-    key = (id(table), id(free), tuple(sorted(wanted.items())))
+    key = (id(table), id(free), wanted)
     hit = _combined.get(key)
     if hit is not None and hit[0] is table and hit[1] is free:
         return hit[2]
-    combined = with_managed(table, free, wanted)
+    combined = with_managed(table, free, dict(wanted))
     if len(_combined) >= MAX_COMBINED:
         _combined.clear()
     _combined[key] = (table, free, combined)
@@ -136,6 +142,8 @@ def names_table(cluster: str, body: bytes, spec: Raw | None, table: Any) -> Any:
 
 MAX_COMBINED = 64
 _combined: dict[tuple[Any, ...], tuple[Any, FreeTable, Any]] = {}
+# a pod spec (bytes) -> its managed requests, sorted (resource, amount) pairs
+_wanted: dict[bytes, tuple[tuple[str, int], ...]] = {}
 
 
 def _spec_requests(spec: Raw) -> dict[str, int]:
@@ -248,6 +256,8 @@ def refresh_now(force: bool = False) -> list[str]:
         _stamps[name] = stamp
         _loaded_at[name] = now
         reloaded.append(name)
+    if reloaded:
+        _wanted.clear()  # the managed names may have changed
     for name in set(_tables) - set(stamps):
         _tables.pop(name, None)
         _needles.pop(name, None)
@@ -314,6 +324,7 @@ def reset() -> None:
     _stamps.clear()
     _loaded_at.clear()
     _combined.clear()
+    _wanted.clear()
     _loaded.clear()
     _started = False
 

@@ -183,7 +183,9 @@ def test_licenses_are_never_overcommitted(
     # Every pod at once, on tables that still show every license free.
     done, errors = schedule(extenders, PODS)
     assert_never_overcommitted(kube)
-    assert len(done) == 10, (done, errors[:3])
+    # At most the 10 licenses (usually exactly: a license stays free only when no pod picked
+    # its node at random); every other bind was refused for want of a license.
+    assert 0 < len(done) <= 10, (done, errors[:3])
     assert all(f"insufficient {LICENSE}" in e for e in errors), errors[:3]
     sync_pods(cluster)
     schedule_until_settled(extenders, cluster, kube)

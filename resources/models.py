@@ -74,7 +74,7 @@ class ManagedResourceVersion(models.Model):
 
 
 class ResourceLedger(models.Model):
-    """One row per cluster: what a bind locks (``SELECT ... FOR UPDATE``) to check and reserve
+    """One row per cluster: what a bind locks (updating it first) to check and reserve
     in one transaction, and a counter every reservation change bumps (the extenders' tables
     reload when it moves)."""
 

@@ -5,7 +5,7 @@ Managed resources are user-managed configuration: each write is validated
 the cluster's snapshot revision so every extender reloads its table.
 
 Reservations are the binder's: :func:`reserve` checks and reserves in one transaction, holding
-the cluster's ledger row locked (``SELECT ... FOR UPDATE``), so however many extender replicas
+the cluster's ledger row locked (an UPDATE of it first), so however many extender replicas
 bind at once, the check of one sees the reservations of the others; :func:`release` gives a
 reservation back (its Binding failed); :func:`confirm_reservations` drops the reservations the
 pod inventory has caught up with.
@@ -236,14 +236,21 @@ def reservation_seconds() -> float:
     return float(getattr(settings, "MANAGED_RESERVATION_SECONDS", 120.0))
 
 
-def _ledger(cluster: Cluster) -> ResourceLedger:
-    """The cluster's ledger row, locked until the end of the transaction."""
+def _lock_ledger(cluster: Cluster) -> None:
+    """Lock the cluster's ledger row until the end of the transaction, counting the change.
+
+    An UPDATE first rather than ``SELECT ... FOR UPDATE``: on PostgreSQL both hold the row lock
+    to the commit (a concurrent binder waits, then reads what this one committed); on SQLite
+    the write takes the database's write lock at once, so a check made after it cannot
+    interleave with another writer's either."""
+    if ResourceLedger.objects.filter(pk=cluster.pk).update(changes=F("changes") + 1):
+        return
     try:
         with transaction.atomic():
-            ResourceLedger.objects.get_or_create(cluster=cluster)
-    except IntegrityError:  # created by a concurrent bind: it exists now
+            ResourceLedger.objects.create(cluster=cluster)
+    except IntegrityError:  # created by a concurrent binder: it exists now
         pass
-    return ResourceLedger.objects.select_for_update().get(pk=cluster.pk)
+    ResourceLedger.objects.filter(pk=cluster.pk).update(changes=F("changes") + 1)
 
 
 def managed_names(cluster: Cluster) -> list[str]:
@@ -265,7 +272,7 @@ def reserve(cluster: Cluster, pod: PodRef, node: str) -> list[Reservation]:
     names = [n for n in managed_names(cluster) if pod.requests.get(n, 0) > 0]
     if not names:
         return []
-    ledger = _ledger(cluster)
+    _lock_ledger(cluster)
     now = timezone.now()
     Reservation.objects.filter(cluster=cluster, expires_at__lte=now).delete()
     specs = {s.name: s for s in cluster_specs(cluster) if s.name in names}
@@ -284,7 +291,7 @@ def reserve(cluster: Cluster, pod: PodRef, node: str) -> list[Reservation]:
     if pod.uid:
         Reservation.objects.filter(cluster=cluster, pod_uid=pod.uid).delete()
     expires = now + timedelta(seconds=reservation_seconds())
-    made = [
+    return [
         Reservation.objects.create(
             cluster=cluster,
             resource=name,
@@ -298,8 +305,6 @@ def reserve(cluster: Cluster, pod: PodRef, node: str) -> list[Reservation]:
         )
         for name in names
     ]
-    ResourceLedger.objects.filter(pk=ledger.pk).update(changes=F("changes") + 1)
-    return made
 
 
 @transaction.atomic

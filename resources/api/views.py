@@ -93,7 +93,7 @@ class ManagedResourceFilterSet(django_filters.FilterSet):
         fields = ["cluster", "name"]
 
 
-class RollbackSerializer(StrictSerializer):
+class ManagedResourceRollbackSerializer(StrictSerializer):
     version = serializers.IntegerField(min_value=1)
     expected_version = serializers.IntegerField(min_value=1, required=False)
 
@@ -143,11 +143,11 @@ class ManagedResourceViewSet(ContentViewSet):
         rows = ManagedResourceVersion.objects.filter(resource=resource).order_by("-version")
         return Response(ManagedResourceVersionSerializer(rows, many=True).data)
 
-    @extend_schema(request=RollbackSerializer, responses=ManagedResourceSerializer)
+    @extend_schema(request=ManagedResourceRollbackSerializer, responses=ManagedResourceSerializer)
     @action(detail=True, methods=["post"], filterset_class=None)
     def rollback(self, request: Request, pk: str | None = None) -> Response:
         resource = self.get_object()
-        body = RollbackSerializer(data=request.data)
+        body = ManagedResourceRollbackSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         target = body.validated_data["version"]
         updated = self.run_versioned(

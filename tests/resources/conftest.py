@@ -1,4 +1,5 @@
-"""Fixtures: the inventory's fake Kubernetes API server and clusters pointing at it."""
+"""Fixtures: the inventory's fake Kubernetes API server and clusters pointing at it; the UI
+tests' browser."""
 
 from tests.inventory.conftest import (  # noqa: F401  (fixtures, found by name)
     _fresh_caches,
@@ -7,3 +8,4 @@ from tests.inventory.conftest import (  # noqa: F401  (fixtures, found by name)
     kubeconfig_dir,
     make_kube_cluster,
 )
+from tests.ui.conftest import browser  # noqa: F401

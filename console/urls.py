@@ -5,6 +5,7 @@ serves them under ``/admin/``, so their names are in the ``admin`` namespace
 
 from django.urls import path
 
+from console.managed import managed_view
 from console.pods import pending_view, violations_view
 from console.views import dry_run_view, explain_view
 
@@ -13,4 +14,5 @@ urlpatterns = [
     path("dry-run/<slug:name>/", dry_run_view, name="console-dry-run"),
     path("pending/", pending_view, name="console-pending"),
     path("violations/", violations_view, name="console-violations"),
+    path("managed-resources/", managed_view, name="console-managed-resources"),
 ]

@@ -13,11 +13,12 @@ ROLE_EDITOR = "editor"
 ROLE_ADMIN = "admin"
 ROLES = (ROLE_VIEWER, ROLE_EDITOR, ROLE_ADMIN)
 
-PORTAL_APPS = ("portal", "inventory", "policies", "extender")
+PORTAL_APPS = ("portal", "inventory", "policies", "extender", "resources")
 # What an editor may write: configuration, not history (versions, audit, decisions).
 EDITOR_MODELS = {
     "inventory": {"cluster", "node"},
     "policies": {"labelassignment", "policy", "filterrule", "weightrule", "expectation"},
+    "resources": {"managedresource"},
 }
 # Single permissions an editor holds on models it does not otherwise write: acting on the
 # cluster through the portal (evicting pods), not changing what the portal stores.

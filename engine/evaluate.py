@@ -22,6 +22,7 @@ from typing import cast
 
 from engine.checks import FilterCheck, WeightCheck
 from engine.facts import NodeFacts, NodeTable
+from engine.managed import MANAGED_SOURCES
 from engine.pods import PodFacts
 from engine.policy import CompiledPolicy, active_positions
 from engine.scores import ResourceTerm, ScoreModel, score_model
@@ -193,6 +194,8 @@ class ClusterEvaluator:
         weights: dict[str, int] = {}
         for position in positions:
             for check in self.policies[position].weights:
+                if check.column[0] in MANAGED_SOURCES:
+                    continue  # scored per request from what is free (extender.managed)
                 if check.contribution is None:
                     resource = check.column[1]
                     weights[resource] = weights.get(resource, 0) + check.weight

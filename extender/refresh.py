@@ -411,6 +411,9 @@ def _start() -> None:
         refresher.start()
         _refresher = refresher
         _started = True
+        from extender import managed
+
+        managed.ensure_started()  # the managed resources' table, loaded alongside
         logger.debug("snapshot refresher started in process %s", os.getpid())
 
 
@@ -437,6 +440,9 @@ def stop() -> None:
         refresher, _refresher, _started = _refresher, None, False
     if refresher is not None:
         refresher.stop()
+    from extender import managed
+
+    managed.stop()
 
 
 def _after_fork_in_child() -> None:

@@ -36,7 +36,7 @@ from engine.pods import PodFacts, pod_facts_from_dict
 from engine.podspec import pod_requests as podspec_requests
 from engine.quantities import QuantityError, to_base_units
 from engine.snapshot import ClusterSnapshot, Snapshot
-from extender import wire
+from extender import managed, wire
 from extender.records import CallRecord
 
 # How many top scores one decision-log entry keeps (rejected nodes: all of them).
@@ -294,6 +294,19 @@ def _decode_nodes(raws: list[Raw]) -> list[wire.NodeObject]:
 # --- verbs ----------------------------------------------------------------------------------
 
 
+def _managed_filter(
+    cluster: ClusterSnapshot, body: bytes, spec: Raw | None, outcome: FilterOutcome
+) -> dict[str, str]:
+    """Move the passing nodes without enough free of a managed resource the pod requests to
+    the rejected ones (``insufficient <resource>``); what was moved (extender.managed)."""
+    split = managed.filter_split(cluster.name, body, spec, outcome.passed)
+    if split is None:
+        return {}
+    outcome.passed, short = split
+    outcome.rejected.update(short)  # a dict of this call's own (engine.evaluate.filter_names)
+    return short
+
+
 def _request_nodes(
     args: wire.ExtenderArgs,
 ) -> tuple[list[str] | None, list[wire.NodeObject] | None]:
@@ -311,7 +324,8 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
     pod = args.pod
     names, nodes = _request_nodes(args)
     if names is not None:
-        table = names_table(cluster, pod)
+        # A pod requesting managed resources: nodes lacking them rejected too (extender.managed).
+        table = managed.names_table(cluster.name, body, args.pod_spec, names_table(cluster, pod))
         outcome = filter_names(
             table,
             names,
@@ -337,7 +351,10 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
             table, node_names, unknown_node_action=ALLOW, cluster=cluster.name, dry_run=False
         )
         reject = table.reject
-        kept = [node.raw for node in nodes if reject.get(node.name) is None]
+        short = _managed_filter(cluster, body, args.pod_spec, outcome)
+        kept = [
+            node.raw for node in nodes if reject.get(node.name) is None and node.name not in short
+        ]
         body = b"".join(
             (
                 b'{"Nodes":{"metadata":{},"items":[',
@@ -368,6 +385,9 @@ def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> 
         names = [node.name for node in nodes]
         mode = "full"
     scores, dense = table.scores.scores_from_table(names)
+    adjusted = managed.score(cluster.name, names, table)
+    if adjusted is not None:  # managed_resource weight rules: scored from what is free now
+        scores, dense = adjusted, False
     reply = None
     if dense and mode == "names" and names:
         reply = _dense_priorities(names, table.scores.encoded(cluster.host_prefixes))
@@ -448,6 +468,7 @@ def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
                 uid=args.pod_uid,
                 node=args.node,
                 judge=partial(_bind_refusal, cluster, args),
+                reserve=managed.reserver(cluster.name, args.node),
             )
         except BindError as exc:
             error = str(exc) or "binding failed"

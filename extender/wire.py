@@ -49,8 +49,8 @@ class _ObjectMeta(Struct):
 
 class _Pod(Struct):
     metadata: _ObjectMeta | None = None
-    # Kept undecoded (a slice of the body): the decision log reads the requests from it once
-    # the answer is sent (extender.verbs); empty when the pod has none.
+    # Kept undecoded (a slice of the body): managed resources (extender.managed) and the
+    # decision log (extender.verbs, once the answer is sent) read it; empty when absent.
     spec: Raw = Raw()
 
 
@@ -254,6 +254,7 @@ class ExtenderArgs:
     pod: PodFacts
     node_names: list[str] | None
     node_items: list[Raw] | None
+    # The pod's spec as sent, when the request was decoded in one pass (else None).
     pod_spec: Raw | None = None
 
 

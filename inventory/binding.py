@@ -13,6 +13,7 @@ for every pod, and loading a kubeconfig per call would cost more than the call i
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +29,7 @@ from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
 from inventory.models import Cluster
 
 CLIENT_TTL_SECONDS = 60.0
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,16 @@ def bind_pod(
     uid: str,
     node: str,
     judge: Callable[[Mapping[str, Any]], str | None],
+    reserve: Callable[[Mapping[str, Any]], Callable[[], None] | None] | None = None,
 ) -> None:
     """Create the Binding of pod ``namespace/name`` to ``node`` in the cluster, once ``judge``
-    (given the pod as the API server has it) has found nothing against it."""
+    (given the pod as the API server has it) has found nothing against it.
+
+    ``reserve`` (managed resources) runs next, given the pod: it raises ``BindError`` when the
+    node cannot take it, or returns how to give back what it reserved, which is called when the
+    API server refuses the Binding (a 4xx answer: the pod is certainly not bound by this call).
+    On any other failure (a timeout, a 5xx) the Binding may have been made, so the
+    reservation stays until the inventory confirms the pod or it expires."""
     try:
         target = _target(cluster_name)
     except Exception as exc:  # a bad kubeconfig, or the database is unreachable
@@ -135,6 +144,7 @@ def bind_pod(
     refusal = judge(pod)
     if refusal:
         raise BindError(refusal)
+    give_back = reserve(pod) if reserve is not None else None
     body = client.V1Binding(
         metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
         target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
@@ -148,4 +158,13 @@ def bind_pod(
         response.data  # noqa: B018
         response.release_conn()
     except Exception as exc:
+        if (
+            give_back is not None
+            and isinstance(exc, ApiException)
+            and 400 <= (exc.status or 0) < 500
+        ):
+            try:
+                give_back()
+            except Exception:
+                logger.exception("releasing the reservation of %s/%s failed", namespace, name)
         raise BindError(str(classify(exc))) from exc

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 # Sent with ``cluster`` and ``actor``; a receiver that raises rolls the whole delete back.
 cluster_deleting = Signal()
 
+# Sent inside a pod-inventory write's transaction with ``cluster``, ``bound_uids`` (UIDs of the
+# written pods bound to a node) and ``gone`` ((namespace, name) of the pods removed): the
+# managed resources' reservations are confirmed or released by it (docs/managed-resources.md).
+pods_written = Signal()
+
 AssignmentReader = Callable[["Cluster"], list[AssignmentSpec]]
 _assignment_reader: AssignmentReader | None = None
 

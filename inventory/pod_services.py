@@ -19,6 +19,7 @@ from django.db import connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from inventory import hooks
 from inventory.models import Cluster, Pod, PodInventory
 from inventory.pod_records import RECORD_FIELDS, PodRecord
 
@@ -117,6 +118,12 @@ def pods_apply(
     if result.wrote:
         PodInventory.objects.get_or_create(cluster=cluster)
         PodInventory.objects.filter(cluster=cluster).update(changes=F("changes") + 1)
+        hooks.pods_written.send(
+            sender=Pod,
+            cluster=cluster,
+            bound_uids={r.uid for r in to_write if r.node_name and r.uid},
+            gone=set(gone),
+        )
     return result
 
 

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "portal",
     "inventory",
     "policies",
+    "resources",
     "extender",
     "console",
     "scheduler",
@@ -494,3 +495,9 @@ SCHEDULER_PERCENTAGE_OF_NODES_TO_SCORE = env_int("SCHEDULER_PERCENTAGE_OF_NODES_
 SCHEDULER_BACKOFF_INITIAL_SECONDS = float(os.environ.get("SCHEDULER_BACKOFF_INITIAL_SECONDS", "1"))
 SCHEDULER_BACKOFF_MAX_SECONDS = float(os.environ.get("SCHEDULER_BACKOFF_MAX_SECONDS", "10"))
 SCHEDULER_METRICS_PORT = env_int("SCHEDULER_METRICS_PORT", 0)
+
+# Managed resources (docs/managed-resources.md): how long a reservation made at bind counts
+# while the pod inventory has not seen the pod bound, and how often each extender process
+# checks whether its table of free amounts is out of date (a few cheap reads, never per call).
+MANAGED_RESERVATION_SECONDS = float(os.environ.get("MANAGED_RESERVATION_SECONDS", "120"))
+EXTENDER_MANAGED_POLL_SECONDS = float(os.environ.get("EXTENDER_MANAGED_POLL_SECONDS", "0.5"))

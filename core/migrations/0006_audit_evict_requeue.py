@@ -4,15 +4,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('portal', '0005_api_token_role'),
+        ("portal", "0005_api_token_role"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='auditentry',
-            name='action',
-            field=models.CharField(choices=[('create', 'create'), ('update', 'update'), ('delete', 'delete'), ('enable', 'enable'), ('disable', 'disable'), ('mode', 'mode change'), ('rollback', 'rollback'), ('apply', 'apply'), ('import', 'import'), ('sync', 'sync'), ('push_labels', 'push labels'), ('evict', 'evict pods'), ('requeue', 'requeue Pending pods')], max_length=20),
+            model_name="auditentry",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("create", "create"),
+                    ("update", "update"),
+                    ("delete", "delete"),
+                    ("enable", "enable"),
+                    ("disable", "disable"),
+                    ("mode", "mode change"),
+                    ("rollback", "rollback"),
+                    ("apply", "apply"),
+                    ("import", "import"),
+                    ("sync", "sync"),
+                    ("push_labels", "push labels"),
+                    ("evict", "evict pods"),
+                    ("requeue", "requeue Pending pods"),
+                ],
+                max_length=20,
+            ),
         ),
     ]

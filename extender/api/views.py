@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from textwrap import wrap
 from typing import Any
 
 from django.conf import settings
@@ -26,8 +28,10 @@ from extender.config.scheduler_config import (
     DEFAULT_NAMESPACE,
     DEFAULT_SCHEDULER_NAME,
     KUBEADM_KUBECONFIG,
+    MANAGED_NOTE,
     SUPPORTED_MINORS,
     external_url_warnings,
+    managed_warnings,
     parse_options,
     scheduler_configuration,
     tls_warnings,
@@ -35,6 +39,7 @@ from extender.config.scheduler_config import (
 from inventory.models import Cluster
 from policies.content import policy_content
 from policies.models import LabelAssignment, Policy
+from resources.services import managed_names
 
 CONFIG_PARAMETERS = [
     OpenApiParameter(
@@ -180,12 +185,22 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
         options = parse_options(
             request.query_params, default_base_url=default_url, bind_enabled=cluster.bind_enabled
         )
-        warnings = external_url_warnings(
-            options.base_url, configured=configured or bool(request.query_params.get("base_url"))
-        ) + tls_warnings(
-            options,
-            serves_tls=bool(settings.EXTENDER_TLS_CERT_FILE),
-            requires_client_certificate=bool(settings.EXTENDER_TLS_CLIENT_CA_FILE),
+        managed = managed_names(cluster)
+        if managed:
+            options = replace(
+                options, portal_managed=tuple(managed), portal_binds=cluster.bind_enabled
+            )
+        warnings = (
+            external_url_warnings(
+                options.base_url,
+                configured=configured or bool(request.query_params.get("base_url")),
+            )
+            + tls_warnings(
+                options,
+                serves_tls=bool(settings.EXTENDER_TLS_CERT_FILE),
+                requires_client_certificate=bool(settings.EXTENDER_TLS_CLIENT_CA_FILE),
+            )
+            + managed_warnings(cluster.name, options)
         )
         bundle = options.bundle
         if bundle == "second-scheduler":
@@ -230,6 +245,8 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
         else:
             text = yaml_dump(documents)
             comments = "".join(f"# WARNING: {w}\n" for w in warnings)
+            if options.portal_managed:
+                comments += "".join(f"# {line}\n" for line in wrap(MANAGED_NOTE, 96))
             response = HttpResponse(comments + text, content_type="application/yaml; charset=utf-8")
             suffix = f"-{bundle}" if bundle else ""
             response["Content-Disposition"] = (

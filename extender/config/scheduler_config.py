@@ -148,6 +148,10 @@ class SchedulerConfigOptions:
     # clientConnection.kubeconfig; empty: in-cluster credentials (the Deployment's account)
     kubeconfig: str = ""
     tls: TLSFiles = TLSFiles()
+    # The cluster's managed resources (docs/managed-resources.md): their own extender entry,
+    # ignoredByScheduler, with the portal as the binder when the cluster allows bind.
+    portal_managed: tuple[str, ...] = ()
+    portal_binds: bool = False
 
 
 def _bool(raw: str | None, default: bool, name: str, errors: dict[str, Any]) -> bool:
@@ -305,6 +309,44 @@ def extender_stanza(cluster_name: str, options: SchedulerConfigOptions) -> dict[
     return stanza
 
 
+MANAGED_NOTE = (
+    "The first extender entry lists the portal's managed resources with ignoredByScheduler: "
+    "kube-scheduler leaves their fit to the portal and sends it only the pods requesting "
+    "them. The portal must be their binder (bindVerb): it reserves the amount on the node "
+    "in its database, atomically across its replicas, before it creates the Binding, so two "
+    "pods can never take the last unit; a Binding made by kube-scheduler itself would skip "
+    "that check. The second entry applies the policies to every pod."
+)
+
+
+def managed_stanza(cluster_name: str, options: SchedulerConfigOptions) -> dict[str, Any]:
+    """The extender entry of the cluster's managed resources: only pods requesting them reach
+    it (kube-scheduler's IsInterested), it filters them and binds them, and it is not
+    ignorable (without the portal their capacity cannot be checked)."""
+    stanza = extender_stanza(cluster_name, options)
+    for verb in VERBS:
+        stanza.pop(f"{verb}Verb", None)
+    stanza.pop("weight", None)
+    stanza["filterVerb"] = "filter"
+    if options.portal_binds:
+        stanza["bindVerb"] = "bind"
+    stanza["managedResources"] = [
+        {"name": name, "ignoredByScheduler": True} for name in options.portal_managed
+    ]
+    stanza["ignorable"] = False
+    return stanza
+
+
+def managed_warnings(cluster_name: str, options: SchedulerConfigOptions) -> list[str]:
+    if options.portal_managed and not options.portal_binds:
+        return [
+            f"cluster {cluster_name} has managed resources but bind is not enabled: the portal "
+            "filters by them but cannot reserve them at bind, so concurrent pods can overcommit "
+            "a node; enable bind for the cluster"
+        ]
+    return []
+
+
 def scheduler_configuration(
     cluster_name: str,
     options: SchedulerConfigOptions,
@@ -331,4 +373,6 @@ def scheduler_configuration(
         profile["pluginConfig"] = plugin_config
     config["profiles"] = [profile]
     config["extenders"] = [extender_stanza(cluster_name, options)]
+    if options.portal_managed:
+        config["extenders"].insert(0, managed_stanza(cluster_name, options))
     return config

@@ -6,24 +6,39 @@ import inventory.models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0003_cluster_version'),
+        ("inventory", "0003_cluster_version"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='admission',
-            field=models.CharField(choices=[('off', 'off: pods pass unchanged'), ('annotate', 'annotate: say in an annotation what mutate would write'), ('mutate', "mutate: write the rules into the pod's node affinity")], default='off', help_text="The admission webhook: write the policies' rules into new pods' node affinity, so autoscalers and every scheduler honour them too.", max_length=10),
+            model_name="cluster",
+            name="admission",
+            field=models.CharField(
+                choices=[
+                    ("off", "off: pods pass unchanged"),
+                    ("annotate", "annotate: say in an annotation what mutate would write"),
+                    ("mutate", "mutate: write the rules into the pod's node affinity"),
+                ],
+                default="off",
+                help_text="The admission webhook: write the policies' rules into new pods' node affinity, so autoscalers and every scheduler honour them too.",
+                max_length=10,
+            ),
         ),
         migrations.AddField(
-            model_name='cluster',
-            name='admission_excluded_namespaces',
-            field=models.JSONField(blank=True, default=inventory.models.default_admission_excluded_namespaces, help_text='Namespaces whose pods the admission webhook never touches.'),
+            model_name="cluster",
+            name="admission_excluded_namespaces",
+            field=models.JSONField(
+                blank=True,
+                default=inventory.models.default_admission_excluded_namespaces,
+                help_text="Namespaces whose pods the admission webhook never touches.",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='cluster',
-            constraint=models.CheckConstraint(condition=models.Q(('admission__in', ['off', 'annotate', 'mutate'])), name='cluster_admission_valid'),
+            model_name="cluster",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("admission__in", ["off", "annotate", "mutate"])),
+                name="cluster_admission_valid",
+            ),
         ),
     ]

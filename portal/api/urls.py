@@ -11,6 +11,7 @@ urlpatterns = [
     path("audit/", AuditEntryViewSet.as_view({"get": "list"}), name="auditentry-list"),
     path("", include("policies.api.urls")),
     path("", include("inventory.api.urls")),
+    path("", include("resources.api.urls")),
     path("", include("extender.api.urls")),
     # Anything else under /api/v1/ is a JSON 404, not Django's HTML page.
     re_path(r"^.*$", api_not_found),

@@ -123,7 +123,7 @@ def test_every_layer_takes_its_kinds_from_the_registry() -> None:
     filter_names = list(kinds.names(kinds.FILTER))
     weight_names = list(kinds.names(kinds.WEIGHT))
     assert filter_names == ["label", "resource", "condition", "name"]
-    assert weight_names == ["label", "label_value", "resource"]
+    assert weight_names == ["label", "label_value", "resource", "managed_resource"]
     assert [v for v, _ in FilterRule._meta.get_field("kind").choices] == filter_names
     assert [v for v, _ in WeightRule._meta.get_field("kind").choices] == weight_names
     assert list(FilterRuleForm.kind_fields) == filter_names
@@ -131,7 +131,15 @@ def test_every_layer_takes_its_kinds_from_the_registry() -> None:
     operators = [v for v, _ in FilterRule._meta.get_field("operator").choices]
     label = kinds.get(kinds.FILTER, "label")
     assert label is not None
-    assert operators == [*label.choices["operator"], "Gte", "Lte", "Matches", "NotMatches"]
+    assert operators == [
+        *label.choices["operator"],
+        "Gte",
+        "Lte",
+        "Matches",
+        "NotMatches",
+        "Pack",
+        "Spread",
+    ]
 
 
 def test_the_check_constraint_is_built_from_each_kinds_choices_and_required_columns() -> None:
@@ -142,6 +150,7 @@ def test_the_check_constraint_is_built_from_each_kinds_choices_and_required_colu
         Q(kind="label", operator__in=list(label.choices["operator"])) & ~Q(key="")
         | Q(kind="label_value") & ~Q(key="")
         | Q(kind="resource") & ~Q(resource="")
+        | Q(kind="managed_resource", operator__in=["Pack", "Spread"]) & ~Q(resource="")
     )
     assert constraint == expected
 

@@ -10,8 +10,8 @@ from core.errors import ContentError
 from inventory.models import Cluster
 from inventory.services import cluster_create
 from scheduler.loop import scheduled_clusters
-from tests.support.api_fixtures import token_client
 from tests.factories import make_cluster
+from tests.support.api_fixtures import token_client
 
 pytestmark = pytest.mark.django_db
 

@@ -38,6 +38,19 @@ def _decision_url() -> str:
 
 
 POD = {"metadata": {"namespace": "ml", "name": "train-0"}}
+MANAGED = {"cluster": "prod", "name": "example.com/license", "capacity": "2"}
+
+
+def _managed_url(suffix: str) -> str:
+    from resources.models import ManagedResource
+    from resources.services import managed_resource_create
+
+    found = ManagedResource.objects.filter(name=MANAGED["name"]).first()
+    if found is None:
+        found = managed_resource_create(actor=None, data=MANAGED)
+    return f"/api/v1/managed-resources/{found.pk}/{suffix}"
+
+
 POLICY_SET = {"apiVersion": "portal/v1", "kind": "PolicySet", "policies": [policy_data()]}
 
 ROUTES = [
@@ -100,6 +113,16 @@ ROUTES = [
     Route("GET", "decision-detail", 200),
     Route("GET", "/api/v1/audit/", 200),
     Route("GET", "/api/v1/audit/?object_type=policy", 200),
+    # managed resources (looked up by id: "managed:" routes name the world's one)
+    Route("GET", "/api/v1/managed-resources/", 200),
+    Route("POST", "/api/v1/managed-resources/", 201, WRITE, MANAGED | {"name": "example.com/b"}),
+    Route("GET", "managed:", 200),
+    Route("PUT", "managed:", 200, WRITE, MANAGED | {"capacity": "3"}),
+    Route("PATCH", "managed:", 200, WRITE, {"capacity": "4"}),
+    Route("DELETE", "managed:", 204, WRITE),
+    Route("GET", "managed:versions/", 200),
+    Route("POST", "managed:rollback/", 200, WRITE, {"version": 1}),
+    Route("GET", "/api/v1/clusters/prod/managed-resources/", 200),
 ]
 
 
@@ -113,6 +136,8 @@ def expected(route: Route, role: str) -> int:
 
 def send(client: APIClient, route: Route) -> Any:
     url = _decision_url() if route.url == "decision-detail" else route.url
+    if url.startswith("managed:"):
+        url = _managed_url(url.removeprefix("managed:"))
     call = getattr(client, route.method.lower())
     if route.body is None:
         return call(url)
@@ -155,6 +180,11 @@ def test_every_api_route_is_in_the_matrix():
             )
         if route.url == "decision-detail":
             path = "/api/v1/decisions/{id}/"
+        if route.url.startswith("managed:"):
+            path = "/api/v1/managed-resources/{id}/" + route.url.removeprefix("managed:")
+        path = path.replace(
+            "/clusters/{name}/managed-resources/", "/clusters/{cluster_name}/managed-resources/"
+        )
         covered.add((route.method, path))
     missing = documented - covered
     assert not missing, sorted(missing)

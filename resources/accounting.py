@@ -1,0 +1,189 @@
+"""Who holds what of each managed resource, counted from the pod inventory.
+
+A node's allocated amount of a resource is the sum of the requests for it of the pods bound to
+the node and not finished (``inventory.pod_queries.bound_pods``), plus the reservations made at
+bind that the inventory has not confirmed yet and that have not expired. Free is capacity minus
+allocated. The reads here are a few queries per cluster, whatever the number of nodes; the
+extender calls :func:`free_by_node` when its table is out of date, never per request
+(docs/managed-resources.md).
+
+The small service API other schedulers build on: :func:`free_by_node`, and in
+``resources.services`` ``reserve`` and ``release``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from engine.assignments import node_selector_from_dict
+from engine.managed import ManagedSpec, capacities, whole_amount
+from inventory.models import Cluster, Node
+from inventory.pod_queries import bound_pods
+from resources.models import ManagedResource, Reservation
+
+
+def spec_of(resource: ManagedResource) -> ManagedSpec:
+    """The engine's view of a stored managed resource (content is validated when written)."""
+    capacity = whole_amount(resource.capacity) if resource.capacity else None
+    return ManagedSpec(
+        name=resource.name,
+        selector=node_selector_from_dict(resource.node_selector or None),
+        capacity=capacity,
+        capacity_label=resource.capacity_label,
+    )
+
+
+def cluster_specs(cluster: Cluster) -> list[ManagedSpec]:
+    return [spec_of(r) for r in ManagedResource.objects.filter(cluster=cluster).order_by("name")]
+
+
+def capacity_by_node(
+    cluster: Cluster, specs: list[ManagedSpec], nodes: Iterable[str] | None = None
+) -> dict[str, dict[str, int]]:
+    """resource -> node -> capacity, from the nodes' observed labels (one query)."""
+    rows = Node.objects.filter(cluster=cluster)
+    if nodes is not None:
+        rows = rows.filter(name__in=list(nodes))
+    return capacities(specs, rows.values_list("name", "labels").iterator(chunk_size=5000))
+
+
+@dataclass
+class Holder:
+    """A pod holding some of a resource on a node: bound (from the inventory) or reserved."""
+
+    namespace: str
+    name: str
+    amount: int
+    reserved: bool = False
+    expires_at: datetime | None = None
+
+
+@dataclass
+class Allocation:
+    """resource -> node -> amount allocated, and who holds it."""
+
+    allocated: dict[str, dict[str, int]] = field(default_factory=dict)
+    holders: dict[str, dict[str, list[Holder]]] = field(default_factory=dict)
+
+    def add(self, resource: str, node: str, holder: Holder) -> None:
+        nodes = self.allocated.setdefault(resource, {})
+        nodes[node] = nodes.get(node, 0) + holder.amount
+        self.holders.setdefault(resource, {}).setdefault(node, []).append(holder)
+
+
+def allocation(
+    cluster: Cluster,
+    names: Iterable[str],
+    *,
+    node: str | None = None,
+    now: datetime | None = None,
+    exclude_uid: str = "",
+) -> Allocation:
+    """What the pods hold of the resources ``names`` (on ``node`` only, when given): the bound
+    pods' requests plus the live, unconfirmed reservations (two queries). ``exclude_uid``: a
+    pod whose own reservations are left out (it is being bound again)."""
+    names = list(names)
+    out = Allocation({n: {} for n in names}, {n: {} for n in names})
+    if not names:
+        return out
+    now = now or timezone.now()
+    pods = bound_pods(cluster).filter(reduce(or_, (Q(requests__has_key=n) for n in names)))
+    if node is not None:
+        pods = pods.filter(node_name=node)
+    bound_uids: set[str] = set()
+    for node_name, requests, namespace, pod_name, uid in pods.values_list(
+        "node_name", "requests", "namespace", "name", "uid"
+    ).iterator(chunk_size=5000):
+        if uid:
+            bound_uids.add(uid)
+        for resource in names:
+            amount = requests.get(resource) if isinstance(requests, dict) else None
+            if isinstance(amount, int) and amount > 0:
+                out.add(resource, node_name, Holder(namespace, pod_name, amount))
+    reservations = Reservation.objects.filter(
+        cluster=cluster, resource__in=names, expires_at__gt=now
+    )
+    if node is not None:
+        reservations = reservations.filter(node=node)
+    if exclude_uid:
+        reservations = reservations.exclude(pod_uid=exclude_uid)
+    for r in reservations.values_list(
+        "resource", "node", "amount", "pod_namespace", "pod_name", "pod_uid", "expires_at"
+    ):
+        resource, node_name, amount, namespace, pod_name, uid, expires = r
+        if uid and uid in bound_uids:
+            continue  # the inventory has the pod bound already: counted above
+        out.add(resource, node_name, Holder(namespace, pod_name, amount, True, expires))
+    return out
+
+
+def free_by_node(cluster: Cluster) -> dict[str, dict[str, int]]:
+    """resource -> node -> free amount (capacity - allocated; negative when overcommitted by
+    pods placed outside the portal), for every node that has some of a managed resource."""
+    return capacity_and_free(cluster)[1]
+
+
+def capacity_and_free(
+    cluster: Cluster,
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """(capacity, free), each resource -> node -> amount (three queries)."""
+    specs = cluster_specs(cluster)
+    if not specs:
+        return {}, {}
+    caps = capacity_by_node(cluster, specs)
+    taken = allocation(cluster, caps).allocated
+    free = {
+        name: {node: cap - taken[name].get(node, 0) for node, cap in nodes.items()}
+        for name, nodes in caps.items()
+    }
+    return caps, free
+
+
+def usage(cluster: Cluster, node: str | None = None) -> list[dict[str, Any]]:
+    """Per managed resource and node: capacity, allocated, free and the pods holding it (the
+    API's and the pages' view); nodes with no capacity but holders are listed too."""
+    specs = cluster_specs(cluster)
+    caps = capacity_by_node(cluster, specs, None if node is None else [node])
+    alloc = allocation(cluster, caps, node=node)
+    out = []
+    for spec in specs:
+        nodes: list[dict[str, Any]] = []
+        cap_nodes = caps[spec.name]
+        for name in sorted(set(cap_nodes) | set(alloc.allocated[spec.name])):
+            capacity = cap_nodes.get(name, 0)
+            allocated = alloc.allocated[spec.name].get(name, 0)
+            holders = alloc.holders[spec.name].get(name, [])
+            nodes.append(
+                {
+                    "node": name,
+                    "capacity": capacity,
+                    "allocated": allocated,
+                    "free": capacity - allocated,
+                    "holders": [
+                        {
+                            "pod": f"{h.namespace}/{h.name}",
+                            "amount": h.amount,
+                            "reserved": h.reserved,
+                            "expires_at": h.expires_at.isoformat() if h.expires_at else None,
+                        }
+                        for h in sorted(holders, key=lambda h: (h.namespace, h.name))
+                    ],
+                }
+            )
+        out.append(
+            {
+                "name": spec.name,
+                "capacity": sum(cap_nodes.values()),
+                "allocated": sum(alloc.allocated[spec.name].values()),
+                "nodes": nodes,
+            }
+        )
+    return out

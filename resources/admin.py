@@ -1,0 +1,152 @@
+"""The admin's pages for managed resources: writes go through ``resources.services``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+
+from core.errors import ContentError
+from resources.models import ManagedResource, ManagedResourceVersion, Reservation
+from resources.services import (
+    managed_resource_create,
+    managed_resource_delete,
+    managed_resource_update,
+)
+from resources.validation import clean_managed_resource
+
+
+class ManagedResourceForm(forms.ModelForm):
+    class Meta:
+        model = ManagedResource
+        fields = ["cluster", "name", "description", "node_selector", "capacity", "capacity_label"]
+        help_texts = {
+            "node_selector": '{"node_names": ["gpu-*"], "match_expressions": [...]}; '
+            "empty: every node.",
+            "capacity": "A whole quantity every selected node has; empty: only the label.",
+            "capacity_label": "A node label whose value is the node's quantity (wins).",
+        }
+
+    def content(self) -> dict:
+        data = self.cleaned_data
+        cluster = data.get("cluster")
+        return {
+            "cluster": cluster.name if cluster is not None else None,
+            "name": data.get("name"),
+            "description": data.get("description") or "",
+            "node_selector": data.get("node_selector") or {},
+            "capacity": data.get("capacity") or None,
+            "capacity_label": data.get("capacity_label") or "",
+        }
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        try:
+            clean_managed_resource(self.content())
+        except ContentError as exc:
+            errors: dict[str, list[str]] = {}
+            for key, messages in exc.errors.items():
+                field = key.split(".")[0]
+                errors.setdefault(field if field in self.fields else "__all__", []).extend(messages)
+            raise ValidationError(errors) from None
+        return cleaned
+
+
+@admin.register(ManagedResource)
+class ManagedResourceAdmin(admin.ModelAdmin):
+    form = ManagedResourceForm
+    list_display = ("name", "cluster", "capacity", "capacity_label", "version", "updated_at")
+    list_filter = ("cluster",)
+    search_fields = ("name",)
+    readonly_fields = ("version",)
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        content = form.content()
+        try:
+            if change:
+                saved = managed_resource_update(
+                    actor=request.user, resource=obj, data=content, note="changed in the admin"
+                )
+            else:
+                saved = managed_resource_create(
+                    actor=request.user, data=content, note="created in the admin"
+                )
+        except ContentError as exc:
+            raise ValidationError(str(exc)) from None
+        obj.pk = saved.pk
+        obj.version = saved.version
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        managed_resource_delete(actor=request.user, resource=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
+        for obj in queryset:
+            managed_resource_delete(actor=request.user, resource=obj)
+
+
+@admin.register(ManagedResourceVersion)
+class ManagedResourceVersionAdmin(admin.ModelAdmin):
+    list_display = ("resource_name", "cluster_name", "version", "author_name", "created_at")
+    list_filter = ("cluster_name",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Reservation)
+class ReservationAdmin(admin.ModelAdmin):
+    list_display = ("resource", "node", "amount", "pod_namespace", "pod_name", "expires_at")
+    list_filter = ("cluster", "resource")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# The node page gets a section of its own: what the node has of each managed resource.
+from django.template.loader import render_to_string  # noqa: E402
+from django.utils.safestring import SafeString  # noqa: E402
+
+from inventory.admin import NodeAdmin  # noqa: E402
+from inventory.models import Node  # noqa: E402
+from resources.accounting import usage  # noqa: E402
+
+
+def node_usage_html(node: Node) -> SafeString | str:
+    sections = [
+        render_to_string(
+            "resources/usage_table.html",
+            {"nodes": r["nodes"], "name": r["name"]},
+        ).replace("<table", f"<p><strong>{r['name']}</strong></p><table", 1)
+        for r in usage(node.cluster, node.name)
+        if r["nodes"]
+    ]
+    if not sections:
+        return "No managed resource on this node."
+    return SafeString("".join(sections))
+
+
+admin.site.unregister(Node)
+
+
+@admin.register(Node)
+class NodeWithManagedResourcesAdmin(NodeAdmin):
+    fieldsets = (  # type: ignore[assignment]  # one more section than the base's
+        *NodeAdmin.fieldsets,
+        ("Managed resources", {"fields": ("managed_resources_table",)}),
+    )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*super().get_readonly_fields(request, obj), "managed_resources_table"]
+
+    @admin.display(description="managed resources")
+    def managed_resources_table(self, obj: Node) -> SafeString | str:
+        return node_usage_html(obj)

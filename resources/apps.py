@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class ResourcesConfig(AppConfig):
+    name = "resources"
+    label = "resources"
+    verbose_name = "Managed resources"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from inventory import hooks
+        from resources import services
+
+        hooks.cluster_deleting.connect(
+            services.delete_cluster_resources, dispatch_uid="resources.cluster_deleting"
+        )
+        hooks.pods_written.connect(
+            services.confirm_reservations, dispatch_uid="resources.pods_written"
+        )

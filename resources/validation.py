@@ -1,0 +1,102 @@
+"""Validation of a managed resource's content: the one judge for the API, the admin and
+``resources.services`` (messages per field path, ``core.errors.ContentError``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from core import limits
+from core.errors import ContentError
+from engine.assignments import node_selector_from_dict
+from engine.errors import EngineValidationError
+from engine.labels import dns1123_label_errors, label_key_errors
+from engine.managed import resource_name_errors, whole_amount
+from engine.quantities import QuantityError
+
+FIELDS = frozenset(
+    {"cluster", "name", "description", "node_selector", "capacity", "capacity_label"}
+)
+
+
+def clean_managed_resource(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> dict:
+    """Canonical content ``{cluster, name, description, node_selector, capacity,
+    capacity_label}`` or ContentError; ``capacity`` is a whole quantity string or null."""
+    if not isinstance(data, Mapping):
+        raise ContentError({"": ["A managed resource must be an object."]})
+    errors: dict[str, list[str]] = {}
+
+    def add(path: str, message: str) -> None:
+        errors.setdefault(path, []).append(message)
+
+    for key in data:
+        if key not in FIELDS and key not in extra_fields:
+            add(str(key), "Unknown field.")
+    cluster = data.get("cluster")
+    if not isinstance(cluster, str) or dns1123_label_errors(cluster):
+        add("cluster", "Must be the name of a cluster.")
+    name = data.get("name")
+    for message in resource_name_errors(name):
+        add("name", f"Not an extended-resource name: {message}.")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        add("description", "Must be a string.")
+        description = ""
+    elif len(description) > limits.MAX_DESCRIPTION_CHARS:
+        add("description", f"Must be at most {limits.MAX_DESCRIPTION_CHARS} characters.")
+    selector = data.get("node_selector") or {}
+    canonical_selector: dict[str, Any] = {"node_names": [], "match_expressions": []}
+    if not isinstance(selector, Mapping):
+        add("node_selector", "Must be an object with node_names and/or match_expressions.")
+    else:
+        try:
+            compiled = node_selector_from_dict(dict(selector), path="node_selector")
+        except EngineValidationError as exc:
+            for path, message in exc.errors:
+                add(path or "node_selector", message)
+        else:
+            canonical_selector = {
+                "node_names": list(compiled.node_names),
+                "match_expressions": [
+                    {
+                        "key": r["key"],
+                        "operator": r["operator"],
+                        "values": list(r.get("values") or []),
+                    }
+                    for r in selector.get("match_expressions") or []
+                ],
+            }
+    capacity = data.get("capacity")
+    if capacity == "":
+        capacity = None
+    if isinstance(capacity, bool):
+        add("capacity", "Must be a whole quantity such as 4, or null.")
+    elif isinstance(capacity, int):
+        capacity = str(capacity)
+    if capacity is not None:
+        if not isinstance(capacity, str):
+            add("capacity", "Must be a whole quantity such as 4, or null.")
+        else:
+            try:
+                whole_amount(capacity)
+            except QuantityError as exc:
+                add("capacity", f"Must be a whole, non-negative quantity: {exc}.")
+    label = data.get("capacity_label", "") or ""
+    if not isinstance(label, str):
+        add("capacity_label", "Must be a node label key or empty.")
+        label = ""
+    elif label:
+        for message in label_key_errors(label):
+            add("capacity_label", f"Not a label key: {message}.")
+    if capacity is None and not label and "capacity" not in errors:
+        add("capacity", "Give a capacity, a capacity_label, or both.")
+    if errors:
+        raise ContentError(errors)
+    return {
+        "cluster": cluster,
+        "name": name,
+        "description": description,
+        "node_selector": canonical_selector,
+        "capacity": capacity,
+        "capacity_label": label,
+    }

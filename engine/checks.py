@@ -26,6 +26,11 @@ LABEL = "label"  # effective label value, None when absent
 ALLOCATABLE = "allocatable"  # allocatable in base units, 0 when absent
 CONDITION = "condition"  # condition status, "Unknown" when absent
 NAME = "name"  # the node name
+# Managed resources' weight rules: scored per request from what is free (engine.managed), not
+# read from the snapshot's node facts.
+MANAGED_PACK = "managed-pack"
+MANAGED_SPREAD = "managed-spread"
+MANAGED_SOURCES = (MANAGED_PACK, MANAGED_SPREAD)
 
 Column = tuple[str, str]
 NAME_COLUMN: Column = (NAME, "")

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import cast
 
-from engine.checks import FilterCheck, WeightCheck
+from engine.checks import MANAGED_SOURCES, FilterCheck, WeightCheck
 from engine.facts import NodeFacts, NodeTable
-from engine.managed import MANAGED_SOURCES
 from engine.pods import PodFacts
 from engine.policy import CompiledPolicy, active_positions
 from engine.scores import ResourceTerm, ScoreModel, score_model

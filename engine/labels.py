@@ -153,3 +153,45 @@ def label_map_errors(labels: Any, *, path: str = "") -> list[tuple[str, str]]:
         errors.extend((entry, f"invalid label key: {msg}") for msg in label_key_errors(key))
         errors.extend((entry, f"invalid label value: {msg}") for msg in label_value_errors(value))
     return errors
+
+
+# Kubernetes' own resources and the quota prefix are not extended resources.
+RESOURCE_RESERVED_PREFIXES = ("kubernetes.io/", "requests.")
+_RESOURCE_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+RESOURCE_NAME_PART_MAX = 63
+
+
+def resource_name_errors(name: Any) -> list[str]:
+    """Problems with ``name`` as an extended-resource name, as the API server judges one.
+
+    A qualified name ``<domain>/<name>`` whose domain is not ``kubernetes.io`` (nor a subdomain
+    of it: ``*.kubernetes.io/`` is reserved too), not starting with ``requests.``; the domain a
+    DNS subdomain, the name 1-63 characters of ``[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?``.
+    """
+    if not isinstance(name, str) or not name:
+        return ["must be a non-empty string such as example.com/license"]
+    errors: list[str] = []
+    if name.startswith("requests."):
+        errors.append("must not start with 'requests.' (that is a quota name)")
+    prefix, slash, part = name.partition("/")
+    if not slash:
+        return [
+            *errors,
+            "must be a fully qualified name <domain>/<name> (e.g. example.com/license): an "
+            "extended resource outside kubernetes.io needs a domain",
+        ]
+    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
+        errors.append("must not be in the kubernetes.io domain (reserved for Kubernetes)")
+    errors.extend(f"domain {msg}" for msg in dns1123_subdomain_errors(prefix))
+    if not part:
+        errors.append("name part must not be empty")
+    elif len(part) > RESOURCE_NAME_PART_MAX:
+        errors.append(f"name part must be at most {RESOURCE_NAME_PART_MAX} characters")
+    elif "/" in part:
+        errors.append("must contain at most one '/'")
+    elif not _RESOURCE_NAME_PART.fullmatch(part):
+        errors.append(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and start and "
+            "end with an alphanumeric character"
+        )
+    return errors

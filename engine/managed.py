@@ -9,63 +9,17 @@ The extender then counts what the pods hold and refuses nodes without enough lef
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import filterfalse
 from typing import TYPE_CHECKING, Any
 
 from engine.assignments import NodeSelector
-from engine.labels import dns1123_subdomain_errors
+from engine.checks import MANAGED_PACK, MANAGED_SOURCES
 from engine.quantities import QuantityError, parse_quantity
 
 if TYPE_CHECKING:
     from engine.evaluate import PolicySetTable
-
-# Kubernetes' own resources and the quota prefix are not extended resources.
-RESERVED_PREFIXES = ("kubernetes.io/", "requests.")
-# Column sources of managed_resource weight rules: scored per request, not in the snapshot.
-MANAGED_PACK = "managed-pack"
-MANAGED_SPREAD = "managed-spread"
-MANAGED_SOURCES = (MANAGED_PACK, MANAGED_SPREAD)
-_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-NAME_PART_MAX = 63
-
-
-def resource_name_errors(name: Any) -> list[str]:
-    """Problems with ``name`` as an extended-resource name, as the API server judges one.
-
-    A qualified name ``<domain>/<name>`` whose domain is not ``kubernetes.io`` (nor a subdomain
-    of it: ``*.kubernetes.io/`` is reserved too), not starting with ``requests.``; the domain a
-    DNS subdomain, the name 1-63 characters of ``[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?``.
-    """
-    if not isinstance(name, str) or not name:
-        return ["must be a non-empty string such as example.com/license"]
-    errors: list[str] = []
-    if name.startswith("requests."):
-        errors.append("must not start with 'requests.' (that is a quota name)")
-    prefix, slash, part = name.partition("/")
-    if not slash:
-        return [
-            *errors,
-            "must be a fully qualified name <domain>/<name> (e.g. example.com/license): an "
-            "extended resource outside kubernetes.io needs a domain",
-        ]
-    if prefix == "kubernetes.io" or prefix.endswith(".kubernetes.io"):
-        errors.append("must not be in the kubernetes.io domain (reserved for Kubernetes)")
-    errors.extend(f"domain {msg}" for msg in dns1123_subdomain_errors(prefix))
-    if not part:
-        errors.append("name part must not be empty")
-    elif len(part) > NAME_PART_MAX:
-        errors.append(f"name part must be at most {NAME_PART_MAX} characters")
-    elif "/" in part:
-        errors.append("must contain at most one '/'")
-    elif not _NAME_PART.fullmatch(part):
-        errors.append(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and start and "
-            "end with an alphanumeric character"
-        )
-    return errors
 
 
 def whole_amount(value: Any) -> int:

@@ -10,8 +10,8 @@ from core import limits
 from core.errors import ContentError
 from engine.assignments import node_selector_from_dict
 from engine.errors import EngineValidationError
-from engine.labels import dns1123_label_errors, label_key_errors
-from engine.managed import resource_name_errors, whole_amount
+from engine.labels import dns1123_label_errors, label_key_errors, resource_name_errors
+from engine.managed import whole_amount
 from engine.quantities import QuantityError
 
 FIELDS = frozenset(

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engine.checks import WeightCheck
+from engine.checks import MANAGED_PACK, MANAGED_SPREAD, WeightCheck
 from engine.kinds import WEIGHT, Errors, RuleKind, register
-from engine.managed import MANAGED_PACK, MANAGED_SPREAD, resource_name_errors
+from engine.labels import resource_name_errors
 
 OPERATORS = ("Pack", "Spread")
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from core.errors import ContentError
 from core.models import AuditEntry
-from engine.managed import resource_name_errors
+from engine.labels import resource_name_errors
 from inventory.models import Cluster
 from resources.accounting import free_by_node, usage
 from resources.models import Reservation

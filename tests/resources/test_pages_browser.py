@@ -8,9 +8,9 @@ from django.contrib.auth.models import User
 
 from inventory.models import Node
 from tests.factories import make_cluster
+from tests.policies.ui.test_editor_browser import serious_violations
 from tests.resources.support import apply_pods, license_resource, licensed_nodes, pod_object
 from tests.support.browser import PASSWORD, fits, log_in
-from tests.policies.ui.test_editor_browser import serious_violations
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from collections import deque
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -159,17 +158,16 @@ def _close_connections() -> None:
 
 def write_batch(batch: list[tuple[float, CallRecord]]) -> int:
     """Insert one batch; on a database error drop it, count it and return 0."""
-    from extender.models import Decision
+    from extender.decisionlog import store
 
     try:
-        rows = [decision_from_call(at, call) for at, call in batch]
-        Decision.objects.bulk_create(rows)
+        written = store.write_batch(batch)
     except Exception as exc:
         metrics.DECISION_LOG_DROPPED.labels("write_error").inc(len(batch))
         logger.warning("decision log: dropped %d records, write failed: %s", len(batch), exc)
         return 0
-    metrics.DECISION_LOG_WRITTEN.inc(len(rows))
-    return len(rows)
+    metrics.DECISION_LOG_WRITTEN.inc(written)
+    return written
 
 
 def _pairs(items: list[tuple[str, Any]], cap: int) -> list[list[Any]]:
@@ -190,30 +188,11 @@ def _detailed(call: CallRecord) -> list[tuple[str, str]]:
 
 
 def decision_from_call(at: float, call: CallRecord) -> Decision:
-    """The row for one call (unsaved)."""
+    """The row for one call (unsaved; its nodes and reasons interned as the store does)."""
+    from extender.decisionlog import store
     from extender.models import Decision
 
-    rejected_count = len(call.rejected)
-    if call.verb in ("filter", "preempt"):
-        rejected_count = max(rejected_count, call.nodes_in - call.nodes_out)
-    return Decision(
-        created_at=datetime.fromtimestamp(at, tz=UTC),
-        cluster=call.cluster[:63],
-        verb=call.verb[:16],
-        mode=call.mode[:8],
-        pod_namespace=call.pod_namespace[:253],
-        pod_name=call.pod_name[:253],
-        pod_uid=call.pod_uid[:64],
-        nodes_in=max(0, call.nodes_in),
-        nodes_out=max(0, call.nodes_out),
-        rejected=_pairs(_detailed(call), REJECTED_CAP),
-        rejected_count=rejected_count,
-        dry_run_rejected=_pairs(call.dry_run_rejected, REJECTED_CAP),
-        top_scores=_pairs(call.top_scores, TOP_SCORES_CAP),
-        duration_ms=round(call.duration_seconds * 1000.0, 4),
-        policy_versions=dict(call.policy_versions),
-        snapshot_revision=call.snapshot_revision,
-    )
+    return Decision(**dict(zip(store.COLUMNS, store.build_rows([(at, call)])[0], strict=True)))
 
 
 def reset() -> None:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from extender import decisions, metrics
+from extender.decisionlog import queries, store
 from extender.models import Decision
 from extender.observe import record_call
 from tests.extender.observability_fakes import call_record
@@ -33,7 +34,7 @@ def decision_log(settings) -> Iterator[None]:
 
 
 @pytest.mark.django_db
-def test_a_call_becomes_one_row_with_capped_reasons_and_scores() -> None:
+def test_a_call_becomes_one_row_with_every_rejected_node_and_capped_scores() -> None:
     call = call_record(
         verb="filter",
         nodes_in=100,
@@ -49,13 +50,13 @@ def test_a_call_becomes_one_row_with_capped_reasons_and_scores() -> None:
     assert (row.pod_namespace, row.pod_name) == ("ml", "trainer-0")
     assert row.pod_uid == "8f1c2d3e-4b5a-4c6d-9e8f-0a1b2c3d4e5f"
     assert (row.nodes_in, row.nodes_out) == (100, 20)
-    assert len(row.rejected) == decisions.REJECTED_CAP
-    assert row.rejected[0] == ["node-0", "reason 0"]
+    decoded = queries.decode(row)
+    assert decoded.rejected == [(f"node-{i}", f"reason {i}") for i in range(80)]
     assert row.rejected_count == 80
-    assert len(row.top_scores) == decisions.TOP_SCORES_CAP
-    assert row.dry_run_rejected == [["node-a", "spread: ..."], ["node-b", "spread: ..."]]
+    assert len(decoded.top_scores) == decisions.TOP_SCORES_CAP
+    assert decoded.dry_run_rejected == [("node-a", "spread: ..."), ("node-b", "spread: ...")]
     assert row.duration_ms == pytest.approx(1.2345)
-    assert row.policy_versions == {"gpu-only": 3}
+    assert decoded.policy_versions == {"gpu-only": 3}
     assert row.snapshot_revision == 7
 
 
@@ -78,13 +79,13 @@ def test_record_call_reaches_the_log_through_the_writer_thread() -> None:
 @pytest.mark.usefixtures("decision_log")
 def test_calls_are_written_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     sizes: list[int] = []
-    real_bulk_create = Decision.objects.bulk_create
+    real_write_batch = store.write_batch
 
-    def spy(rows, *args, **kwargs):
-        sizes.append(len(rows))
-        return real_bulk_create(rows, *args, **kwargs)
+    def spy(batch):
+        sizes.append(len(batch))
+        return real_write_batch(batch)
 
-    monkeypatch.setattr(Decision.objects, "bulk_create", spy)
+    monkeypatch.setattr(store, "write_batch", spy)
     before = written()
     for i in range(1200):
         decisions.submit(call_record(pod_name=f"pod-{i}"))
@@ -136,15 +137,16 @@ def test_a_full_queue_drops_and_counts_without_blocking(
 def test_a_database_error_drops_the_batch_and_the_writer_carries_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real_bulk_create = Decision.objects.bulk_create
+    real_insert = store.rollups.upsert
     failures = [RuntimeError("database is gone")]
 
-    def flaky(rows, *args, **kwargs):
+    def flaky(counts):
         if failures:
             raise failures.pop()
-        return real_bulk_create(rows, *args, **kwargs)
+        return real_insert(counts)
 
-    monkeypatch.setattr(Decision.objects, "bulk_create", flaky)
+    # The rows are inserted, then the rollups fail: the whole batch is rolled back.
+    monkeypatch.setattr(store.rollups, "upsert", flaky)
     before = dropped("write_error")
     decisions.submit(call_record(pod_name="lost"))
     assert decisions.flush(10)

@@ -35,6 +35,7 @@ DECISIONS = int(os.environ.get("BENCH_DECISIONS", "10000000"))
 SQLITE_DECISIONS = int(os.environ.get("BENCH_DECISIONS", "20000"))
 DAYS = 7
 REJECTED, CANDIDATES = 48, 500
+SEED_CHUNK = 200_000  # rows per INSERT ... SELECT
 ASSIGNMENTS = 20  # label assignments: the dashboard checks each selector over the nodes
 TARGET_MS = 300
 LIST = "/admin/extender/decision/"
@@ -203,13 +204,13 @@ def seed_decisions_sql(reasons: list[str]) -> dict:
     partitions.ensure({d.date() for d in days})
     with connection.cursor() as cursor:
         cursor.execute("SET synchronous_commit = off")
+        cursor.execute("SET statement_timeout = 0")
         cursor.execute("SET maintenance_work_mem = '256MB'")
         for d, day in enumerate(days):
             # Today only up to now.
             span = min(86400.0, time.time() - day.timestamp()) if d == DAYS - 1 else 86400.0
-            cursor.execute(
-                DAY_SQL,
-                {
+            for first in range(1, per_day + 1, SEED_CHUNK):
+                params = {
                     "day": day,
                     "n": per_day,
                     "span": span,
@@ -223,8 +224,10 @@ def seed_decisions_sql(reasons: list[str]) -> dict:
                     "dry": dry_reason,
                     "shape0": min(shapes),
                     "policies": policy_set,
-                },
-            )
+                    "first": first,
+                    "last": min(per_day, first + SEED_CHUNK - 1),
+                }
+                cursor.execute(DAY_SQL, params)
             note(f"day {d + 1} of {DAYS}: {per_day:,} rows")
         cursor.execute("ANALYZE extender_decision")
     # Rollups: what the writer would have upserted for those rows, an hour at a time.
@@ -284,7 +287,7 @@ SELECT
         ELSE '{}'::int[] END,
     CASE WHEN g %% 10 = 0 THEN ARRAY[%(dry)s, 1] ELSE '{}'::int[] END,
     '{}'::int[], '{}'::int[]
-FROM generate_series(1, %(n)s) g
+FROM generate_series(%(first)s, %(last)s) g
 """
 
 

@@ -21,6 +21,9 @@ from extender.decisionlog import queries
 from extender.models import Decision, Outcome
 from inventory.models import Cluster
 
+# Candidate names passed to the explain page in its link (a longer list would not fit a URL).
+EXPLAIN_CANDIDATES = 100
+
 
 def _table(headers: tuple[str, ...], rows: list[Any], empty: str) -> SafeString | str:
     if not rows:
@@ -222,7 +225,7 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
         query = {"cluster": obj.cluster, "namespace": obj.pod_namespace, "name": obj.pod_name}
         if decoded.pod_labels:
             query["labels"] = "\n".join(f"{k}={v}" for k, v in sorted(decoded.pod_labels.items()))
-        if decoded.candidates and len(decoded.candidates) <= 500:
+        if decoded.candidates and len(decoded.candidates) <= EXPLAIN_CANDIDATES:
             query["nodes"] = ",".join(decoded.candidates)
         return format_html(
             '<a class="button" href="{}?{}">Explain this pod again now</a>',

@@ -57,7 +57,11 @@ def ensure(days: set[date] | list[date]) -> list[str]:
                         [start, end],
                     )
                 created.append(name)
-        _known.add(key)
+        if connection.in_atomic_block:
+            # Inside a caller's transaction the partition exists only once that commits.
+            transaction.on_commit(lambda key=key: _known.add(key))
+        else:
+            _known.add(key)
     return created
 
 

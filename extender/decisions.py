@@ -1,29 +1,37 @@
-"""The decision-log writer: a bounded buffer per process, drained in batches by one thread.
+"""The decision log's entry points in every process: submit a finished call, store a batch.
 
-:func:`submit` runs on the request path and never blocks: it appends to a ``deque`` (no lock,
-well under a microsecond) unless the buffer is full, in which case the record is dropped and
-counted (``decision_log_dropped_total{reason="queue_full"}``). The writer thread wakes every
-:data:`BATCH_SECONDS` (at once while there is a backlog), turns records into
-:class:`~extender.models.Decision` rows and inserts them with ``bulk_create``, at most
-:data:`BATCH_ROWS` at a time. A failed insert drops that batch (counted, logged) and the writer
-carries on.
+:func:`submit` runs after the response is sent and never blocks. Where it sends the record
+depends on ``DECISION_LOG_WRITER`` (docs/architecture.md, "The decision log's write path"):
+
+- ``child`` (default): ``serve_extender`` starts the writer as a child process and calls
+  :func:`use_writer_process`; this process then only encodes records and streams them over the
+  Unix socket (``extender.decision_channel.Client``). A process that serves the verbs without
+  such a child (the web port's compatibility route, tests) writes in a thread, as ``thread``.
+- ``socket``: send to a writer some other process runs at ``DECISION_LOG_SOCKET``
+  (``manage.py decision_writer``, e.g. a sidecar sharing the socket's directory).
+- ``thread``: a writer thread in this process (``extender.decision_writer.Writer``).
+
+Either way the queue is bounded (``DECISION_LOG_QUEUE_SIZE``), clean passes are sampled then
+shed first, every record not kept is counted per cluster (metrics, and per hour in
+``DecisionShed``), and :func:`store_batch` is the one place that names the store.
 """
 
 from __future__ import annotations
 
 import atexit
-import itertools
 import logging
 import os
 import sys
 import threading
 import time
-from collections import deque
+from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
 from extender import metrics
+from extender.decision_channel import Ack, Client
+from extender.decision_writer import Writer
 
 if TYPE_CHECKING:
     from extender.models import Decision
@@ -31,143 +39,203 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-BATCH_ROWS = 500
-BATCH_SECONDS = 0.5
 REJECTED_CAP = 50
 TOP_SCORES_CAP = 10
 REASON_CHARS = 1000
-GIL_SWITCH_SECONDS = 0.0005
-# How long the exiting process waits for queued records to be written.
+# How long the exiting process waits for queued records to be handed on.
 EXIT_FLUSH_SECONDS = 2.0
+GIL_SWITCH_SECONDS = 0.0005
 
 Entry = tuple[float, "CallRecord"]
 
 
-class DecisionBuffer:
-    """The records waiting to be written, and the thread that writes them."""
+def store_batch(batch: list[Entry]) -> int:
+    """Store one batch of records; raises when it could not (the writer then stores the
+    records one by one). The one line that names the store; a transaction (a savepoint inside
+    one) so that a refused batch leaves the connection usable."""
+    from django.db import transaction
 
-    def __init__(self, capacity: int) -> None:
-        self.capacity = max(1, capacity)
-        self.entries: deque[Entry] = deque()
-        # next() on a count is atomic under the GIL: the request path takes no lock.
-        self._accepted = itertools.count(1)
-        self.accepted = 0
-        self.processed = 0  # written or dropped by the writer
-        self.progress = threading.Condition()
-        self.wake = threading.Event()
-        self.retired = False
+    with transaction.atomic():
+        return write_batch(batch)
 
-    def put(self, call: CallRecord) -> bool:
-        """Append unless full (the bound is approximate under concurrent appends)."""
-        if len(self.entries) >= self.capacity:
-            return False
-        self.entries.append((time.time(), call))
-        self.accepted = next(self._accepted)
-        return True
 
-    def take(self, limit: int) -> list[Entry]:
-        batch: list[Entry] = []
-        entries = self.entries
-        while entries and len(batch) < limit:
-            batch.append(entries.popleft())
-        return batch
+# --- the sinks ------------------------------------------------------------------------------
 
-    def run(self) -> None:
-        while not self.retired or self.entries:
-            if len(self.entries) < BATCH_ROWS:
-                self.wake.wait(BATCH_SECONDS)
-                self.wake.clear()
-            batch = self.take(BATCH_ROWS)
-            if not batch:
-                continue
-            try:
-                write_batch(batch)
-            finally:
-                _close_connections()
-                with self.progress:
-                    self.processed += len(batch)
-                    self.progress.notify_all()
-                publish_queue_depth()
+
+def _count_outcome(cluster: str, kept: int, clean: int, rejecting: int, failed: int) -> None:
+    if kept:
+        metrics.DECISION_LOG_WRITTEN.inc(kept)
+        metrics.DECISION_LOG_KEPT.labels(cluster).inc(kept)
+    if clean:
+        _count_shed(cluster, False, clean)
+    if rejecting:
+        _count_shed(cluster, True, rejecting)
+    if failed:
+        metrics.DECISION_LOG_DROPPED.labels("write_error").inc(failed)
+
+
+def _count_shed(cluster: str, rejecting: bool, n: int) -> None:
+    metrics.DECISION_LOG_SHED.labels(cluster, "rejecting" if rejecting else "clean").inc(n)
+    metrics.DECISION_LOG_DROPPED.labels("queue_full").inc(n)
+
+
+def _on_ack(ack: Ack) -> None:
+    for cluster, kept, clean, rejecting, failed in ack.counts:
+        _count_outcome(cluster, kept, clean, rejecting, failed)
+
+
+def _report(
+    origin: Hashable, cluster: str, kept: int, clean: int, rejecting: int, failed: int
+) -> None:
+    _count_outcome(cluster, kept, clean, rejecting, failed)
+
+
+class _ThreadSink:
+    """The writer as a thread of this process."""
+
+    def __init__(self, capacity: int, sample_every: int) -> None:
+        self.writer = Writer(
+            capacity=capacity,
+            sample_every=sample_every,
+            store=lambda batch: store_batch(batch),
+            counts_store=lambda rows: write_counts(rows),
+            report=_report,
+            max_bytes=_max_bytes(),
+        )
+        self.writer.start()
+
+    def submit(self, call: CallRecord) -> None:
+        self.writer.offer(None, time.time(), call)
+
+    def depth(self) -> int:
+        return len(self.writer.entries)
 
     def flush(self, timeout: float) -> bool:
-        target = self.accepted
-        self.wake.set()
-        with self.progress:
-            return self.progress.wait_for(lambda: self.processed >= target, timeout)
+        ok = self.writer.flush(timeout)
+        self.writer.persist_counts()
+        return ok
+
+    def retire(self) -> None:
+        self.writer.retire()
 
 
-_buffer: DecisionBuffer | None = None
+class _SocketSink:
+    """Records streamed to the writer process."""
+
+    def __init__(self, path: str, capacity: int, sample_every: int) -> None:
+        self.client = Client(
+            path,
+            capacity,
+            sample_every,
+            on_shed=_count_shed,
+            on_ack=_on_ack,
+            max_bytes=_max_bytes(),
+        )
+        self.client.start()
+
+    def submit(self, call: CallRecord) -> None:
+        self.client.submit(call)
+
+    def depth(self) -> int:
+        return len(self.client.entries)
+
+    def flush(self, timeout: float) -> bool:
+        return self.client.flush(timeout)
+
+    def retire(self) -> None:
+        self.client.retire()
+
+
+_sink: _ThreadSink | _SocketSink | None = None
 _started = False
 _start_lock = threading.Lock()
+_writer_socket: str | None = None  # set by use_writer_process
 
 
 def submit(call: CallRecord) -> None:
-    """Queue one call for the decision log; never blocks, drops (and counts) when full."""
+    """Hand one finished call to the decision log; never blocks (sheds and counts instead)."""
     if not _started:
         _start()
-    buffer = _buffer
-    if buffer is None:  # logging switched off
-        return
-    if not buffer.put(call):
-        metrics.DECISION_LOG_DROPPED.labels("queue_full").inc()
+    sink = _sink
+    if sink is not None:
+        sink.submit(call)
+
+
+def _sample_every() -> int:
+    return int(getattr(settings, "DECISION_LOG_SAMPLE_EVERY", 10))
+
+
+def _max_bytes() -> int:
+    return int(getattr(settings, "DECISION_LOG_QUEUE_BYTES", 0))
 
 
 def _start() -> None:
-    global _buffer, _started
+    global _sink, _started
     if not getattr(settings, "DECISION_LOG_ENABLED", True):
         return
     with _start_lock:
         if _started:
             return
-        buffer = DecisionBuffer(settings.DECISION_LOG_QUEUE_SIZE)
-        # The writer shares the process with kube-scheduler's calls: a call that needs the GIL
-        # while the writer builds a batch waits at most this long for it (CPython's default is
-        # 5 ms, which shows up in the extender's p99).
+        capacity = settings.DECISION_LOG_QUEUE_SIZE
+        mode = getattr(settings, "DECISION_LOG_WRITER", "child")
+        # The log's thread (the writer, or the sender to the writer process) shares the process
+        # with kube-scheduler's calls: a call that needs the interpreter lock while that thread
+        # runs waits at most this long for it (CPython's default is 5 ms, which shows in p99).
         sys.setswitchinterval(GIL_SWITCH_SECONDS)
-        threading.Thread(target=buffer.run, name="decision-log-writer", daemon=True).start()
-        _buffer = buffer
+        path = _writer_socket
+        if path is None and mode == "socket":
+            path = str(settings.DECISION_LOG_SOCKET)
+        if path is not None:
+            _sink = _SocketSink(path, capacity, _sample_every())
+        else:
+            _sink = _ThreadSink(capacity, _sample_every())
         _started = True
 
 
+def use_writer_process(path: str) -> None:
+    """Send this process's records to the writer process listening at ``path`` (called by
+    ``serve_extender`` once it has started its child writer)."""
+    global _writer_socket
+    reset()
+    _writer_socket = path
+
+
 def flush(timeout: float = 5.0) -> bool:
-    """Wait until every record queued so far is written (or dropped); False on timeout."""
-    buffer = _buffer
-    return True if buffer is None else buffer.flush(timeout)
+    """Wait until every record submitted so far is stored (thread) or handed to the writer
+    process (socket); False on timeout."""
+    sink = _sink
+    return True if sink is None else sink.flush(timeout)
 
 
 def queue_depth() -> int:
-    """Records waiting in this process's buffer."""
-    return len(_buffer.entries) if _buffer is not None else 0
+    """Records waiting in this process's queue."""
+    sink = _sink
+    return sink.depth() if sink is not None else 0
 
 
 def publish_queue_depth() -> None:
-    """Update the queue-depth gauge (before a scrape and after every batch)."""
+    """Update the queue-depth gauge (before a scrape)."""
     metrics.DECISION_LOG_QUEUE_DEPTH.set(queue_depth())
 
 
-def _close_connections() -> None:
-    # Short-lived connection per batch: nothing held open while idle, and a restarted
-    # database is simply reconnected.
-    from django.db import connections
-
-    try:
-        connections.close_all()
-    except Exception:
-        logger.debug("closing the decision writer's connection failed", exc_info=True)
+# --- the store ---------------------------------------------------------------------------------
 
 
 def write_batch(batch: list[tuple[float, CallRecord]]) -> int:
-    """Insert one batch; on a database error drop it, count it and return 0."""
+    """Store one batch in the decision log (``extender.decisionlog.store``); raises on failure."""
     from extender.decisionlog import store
 
-    try:
-        written = store.write_batch(batch)
-    except Exception as exc:
-        metrics.DECISION_LOG_DROPPED.labels("write_error").inc(len(batch))
-        logger.warning("decision log: dropped %d records, write failed: %s", len(batch), exc)
-        return 0
-    metrics.DECISION_LOG_WRITTEN.inc(written)
-    return written
+    return store.write_batch(batch)
+
+
+def write_counts(rows: list[tuple[int, str, int, int, int, int]]) -> None:
+    """Add (hour, cluster, kept, shed_clean, shed_rejecting, failed) to ``DecisionShed``."""
+    from django.db import transaction
+
+    from extender.models import DecisionShed
+
+    with transaction.atomic():
+        DecisionShed.objects.add_counts(rows)
 
 
 def _pairs(items: list[tuple[str, Any]], cap: int) -> list[list[Any]]:
@@ -196,22 +264,23 @@ def decision_from_call(at: float, call: CallRecord) -> Decision:
 
 
 def reset() -> None:
-    """Retire this process's buffer (tests); the next submit starts a fresh writer.
+    """Retire this process's sink (tests); the next submit starts a fresh one.
 
-    The retired writer writes what is left in its buffer and then ends.
+    A retired writer thread stores what is left in its queue and then ends; a retired socket
+    client sends what it holds first.
     """
-    global _buffer, _started
+    global _sink, _started, _writer_socket
     with _start_lock:
-        buffer, _buffer, _started = _buffer, None, False
-    if buffer is not None:
-        buffer.retired = True
-        buffer.wake.set()
+        sink, _sink, _started = _sink, None, False
+        _writer_socket = None
+    if sink is not None:
+        sink.retire()
 
 
 def _after_fork_in_child() -> None:
-    global _buffer, _started, _start_lock
-    # Records buffered in the parent belong to the parent; its writer thread is not here.
-    _buffer, _started, _start_lock = None, False, threading.Lock()
+    global _sink, _started, _start_lock
+    # Records queued in the parent belong to the parent; its threads are not here.
+    _sink, _started, _start_lock = None, False, threading.Lock()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -219,5 +288,5 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 @atexit.register
 def _flush_at_exit() -> None:
-    if _buffer is not None and _buffer.entries:
+    if _sink is not None and _sink.depth():
         flush(EXIT_FLUSH_SECONDS)

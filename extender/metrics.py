@@ -155,6 +155,15 @@ for _reason in ("queue_full", "write_error"):
 for _kind in ("database", "build", "redis"):
     REFRESH_ERRORS.labels(_kind)
 DECISION_LOG_WRITTEN = Counter("decision_log_written", "Decision-log records written.")
+# Per cluster: records the writer stored, and records shed under overload (kind: clean, a pass
+# that rejected nothing, sampled away first; rejecting, lost only when the queues are full of
+# them or the channel to the writer is lost). docs/operations.md, "Decision log: shedding".
+DECISION_LOG_KEPT = Counter("decision_log_kept", "Decision-log records stored.", ["cluster"])
+DECISION_LOG_SHED = Counter(
+    "decision_log_shed",
+    "Decision-log records shed under overload, by kind (clean, rejecting).",
+    ["cluster", "kind"],
+)
 DECISION_LOG_QUEUE_DEPTH = Gauge(
     "decision_log_queue_depth",
     "Decision-log records waiting to be written (summed across live workers).",

@@ -16,7 +16,7 @@ from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from itertools import islice, repeat
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -33,13 +33,13 @@ from engine.evaluate import (
 )
 from engine.facts import NodeFacts, node_facts
 from engine.pods import PodFacts, pod_facts_from_dict
+from engine.podspec import pod_requests as podspec_requests
 from engine.quantities import QuantityError, to_base_units
 from engine.snapshot import ClusterSnapshot, Snapshot
 from extender import wire
 from extender.records import CallRecord
 
-# How many rejected nodes and top scores one decision-log entry keeps.
-MAX_RECORDED_NODES = 50
+# How many top scores one decision-log entry keeps (rejected nodes: all of them).
 MAX_RECORDED_SCORES = 10
 MAX_CACHED_QUANTITIES = 100_000
 
@@ -63,7 +63,9 @@ def _record(
     nodes_out: int,
     table: PolicySetTable | None,
 ) -> CallRecord:
+    # The pod's labels are the decoded map itself (never changed): no copy on the hot path.
     return CallRecord(
+        pod_labels=pod.labels,
         verb=verb,
         cluster=cluster.name,
         mode=mode,
@@ -105,27 +107,71 @@ def _count_reasons(rejected: dict[str, str], table: PolicySetTable) -> dict[Rule
 
 
 def _note_filter(
-    names: Sequence[str], outcome: FilterOutcome, table: PolicySetTable, record: CallRecord
+    names: list[str],
+    outcome: FilterOutcome,
+    table: PolicySetTable,
+    spec: Raw | None,
+    record: CallRecord,
 ) -> None:
     """What the log and the metrics keep of a filter, worked out after the answer is sent
-    (``CallRecord.finish``): the dry-run verdicts, the counts per rule, the first nodes."""
+    (``CallRecord.finish``): the dry-run verdicts, the counts per rule, every rejected node with
+    its reason, the candidates and the pod's requests."""
     outcome.dry_run_rejected = dry_run_rejections(table, names, outcome.rejected)
     rejected = outcome.rejected
     if rejected:
-        record.rejected = list(islice(rejected.items(), MAX_RECORDED_NODES))
-        # The log keeps the full story (every failing rule, what the node has), looked up by the
-        # decision-log writer.
+        record.rejected = list(rejected.items())
+        # The log keeps the full story (every failing rule, what the node has), looked up on the
+        # way to the decision-log writer.
         record.rejected_detail = table.reject_detail
         record.rejections_by_rule = _count_reasons(rejected, table)
     dry = outcome.dry_run_rejected
     if dry:
-        record.dry_run_rejected = list(islice(dry.items(), MAX_RECORDED_NODES))
+        record.dry_run_rejected = list(dry.items())
         record.dry_run_rejections_by_rule = _count_rules(dry, table.dry_reject_rule_ids, table)
+    record.candidates = names
+    record.pod_requests = pod_requests(spec)
 
 
-def _note_scores(names: Sequence[str], scores: list[int], record: CallRecord) -> None:
-    """The best scores for the log, worked out after the answer is sent."""
+def _note_scores(names: list[str], scores: list[int], spec: Raw | None, record: CallRecord) -> None:
+    """The best scores, the candidates and the pod's requests for the log, worked out after
+    the answer is sent."""
     record.top_scores = _top_scores(names, scores)
+    record.candidates = names
+    record.pod_requests = pod_requests(spec)
+
+
+def pod_requests(spec: Raw | bytes | None) -> dict[str, str]:
+    """The pod's requests (resource -> quantity) from its undecoded ``spec``: as the pod states
+    them when one container states them all; otherwise what kube-scheduler counts (containers
+    summed, init containers, overhead: ``engine.podspec.pod_requests``) as exact quantities
+    (CPU in millicores, ``1500m``; anything else in units). Empty for an unreadable spec."""
+    if not spec:
+        return {}
+    try:
+        decoded = orjson.loads(bytes(spec))
+    except (orjson.JSONDecodeError, TypeError):
+        return {}
+    if not isinstance(decoded, dict):
+        return {}
+    containers = decoded.get("containers")
+    simple = (
+        isinstance(containers, list)
+        and len(containers) == 1
+        and not decoded.get("initContainers")
+        and not decoded.get("overhead")
+        and not decoded.get("resources")
+        and isinstance(containers[0], dict)
+    )
+    if simple:
+        assert isinstance(containers, list)
+        resources = containers[0].get("resources")
+        if isinstance(resources, dict) and not resources.get("limits"):
+            requests = resources.get("requests")
+            if isinstance(requests, dict):
+                return {k: v for k, v in requests.items() if isinstance(v, str)}
+            return {}
+    counted = podspec_requests(decoded)
+    return {name: (f"{v}m" if name == "cpu" else str(v)) for name, v in counted.items()}
 
 
 def _top_scores(names: Sequence[str], scores: list[int]) -> list[tuple[str, int]]:
@@ -304,7 +350,7 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
         record = _record("filter", cluster, snapshot, "full", pod, len(nodes), 0, table)
         names = node_names
     record.nodes_out = len(outcome.passed)
-    record.finish = partial(_note_filter, names, outcome, table)
+    record.finish = partial(_note_filter, names, outcome, table, args.pod_spec)
     return Reply(body, record)
 
 
@@ -328,7 +374,7 @@ def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> 
     if reply is None:
         reply = encode_priorities(names, scores, cluster.host_prefixes if mode == "names" else {})
     record = _record("prioritize", cluster, snapshot, mode, pod, len(names), len(names), table)
-    record.finish = partial(_note_scores, names, scores)
+    record.finish = partial(_note_scores, names, scores, args.pod_spec)
     return Reply(reply, record)
 
 
@@ -336,7 +382,7 @@ def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Rep
     """ExtenderPreemptionArgs -> ExtenderPreemptionResult: the candidates that pass the pod's
     filter, victims unchanged; placeholders (no victims) pass through."""
     fields = wire.decode_body(body)
-    pod = wire.decode_pod(fields)
+    pod, spec = wire.decode_pod_and_spec(fields)
     candidates = wire.decode_victims(fields)
     table = names_table(cluster, pod)
     names = list(candidates)
@@ -355,7 +401,7 @@ def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Rep
     }
     body = orjson.dumps({"NodeNameToMetaVictims": kept})
     record = _record("preempt", cluster, snapshot, "names", pod, len(candidates), len(kept), table)
-    record.finish = partial(_note_filter, names, outcome, table)
+    record.finish = partial(_note_filter, names, outcome, table, spec)
     return Reply(body, record)
 
 
@@ -412,6 +458,7 @@ def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
             error = f"binding failed: {exc}"
     body = orjson.dumps({"Error": error})
     record = _record("bind", cluster, snapshot, "names", pod, 1, 0 if error else 1, None)
+    record.candidates = [args.node]
     if error:
         record.rejected = [(args.node, error)]
     return Reply(body, record)

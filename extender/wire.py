@@ -49,6 +49,9 @@ class _ObjectMeta(Struct):
 
 class _Pod(Struct):
     metadata: _ObjectMeta | None = None
+    # Kept undecoded (a slice of the body): the decision log reads the requests from it once
+    # the answer is sent (extender.verbs); empty when the pod has none.
+    spec: Raw = Raw()
 
 
 class _Condition(Struct):
@@ -160,11 +163,21 @@ def _pod_facts(pod: _Pod) -> PodFacts:
 
 def decode_pod(fields: dict[str, Raw]) -> PodFacts:
     """The ``Pod`` of a request; required."""
+    return _pod_facts(_decode_pod(fields))
+
+
+def decode_pod_and_spec(fields: dict[str, Raw]) -> tuple[PodFacts, Raw | None]:
+    """The ``Pod`` of a request (required) and its ``spec``, undecoded."""
+    pod = _decode_pod(fields)
+    return _pod_facts(pod), pod.spec
+
+
+def _decode_pod(fields: dict[str, Raw]) -> _Pod:
     raw = fields.get("pod")
     pod = None if raw is None else _decode(_POD, raw, "Pod")
     if pod is None:
         raise bad_request("request has no Pod")
-    return _pod_facts(pod)
+    return pod  # type: ignore[no-any-return]
 
 
 def decode_node_names(fields: dict[str, Raw]) -> list[str] | None:
@@ -241,6 +254,7 @@ class ExtenderArgs:
     pod: PodFacts
     node_names: list[str] | None
     node_items: list[Raw] | None
+    pod_spec: Raw | None = None
 
 
 def decode_extender_args(body: bytes) -> ExtenderArgs:
@@ -255,11 +269,12 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
         args = _EXACT_ARGS.decode(body)
     except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         fields = decode_body(body)
-        return ExtenderArgs(decode_pod(fields), decode_node_names(fields), decode_node_list(fields))
+        pod, spec = decode_pod_and_spec(fields)
+        return ExtenderArgs(pod, decode_node_names(fields), decode_node_list(fields), spec)
     if args.Pod is None:
         raise bad_request("request has no Pod")
     items = None if args.Nodes is None else (args.Nodes.items or [])
-    return ExtenderArgs(_pod_facts(args.Pod), args.NodeNames, items)
+    return ExtenderArgs(_pod_facts(args.Pod), args.NodeNames, items, args.Pod.spec)
 
 
 # --- ExtenderPreemptionArgs -----------------------------------------------------------------

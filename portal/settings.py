@@ -259,6 +259,18 @@ EXTENDER_POLL_SECONDS = float(os.environ.get("EXTENDER_POLL_SECONDS", "5.0"))
 EXTENDER_STALE_SECONDS = float(os.environ.get("EXTENDER_STALE_SECONDS", "30"))
 DECISION_LOG_RETENTION_DAYS = env_int("DECISION_LOG_RETENTION_DAYS", 7)
 DECISION_LOG_QUEUE_SIZE = env_int("DECISION_LOG_QUEUE_SIZE", 10000)
+# The decision log's writer (docs/operations.md, "Decision log: shedding"): "child" (serve_extender
+# starts it as a child process; other processes write in a thread), "socket" (a writer run
+# elsewhere with `manage.py decision_writer` listens at DECISION_LOG_SOCKET) or "thread". Above
+# half of a queue, clean passes are kept 1 in DECISION_LOG_SAMPLE_EVERY.
+DECISION_LOG_WRITER = os.environ.get("DECISION_LOG_WRITER", "child").strip().lower()
+DECISION_LOG_SOCKET = Path(
+    os.environ.get("DECISION_LOG_SOCKET", VAR_DIR / "extender" / "decision-log.sock")
+)
+DECISION_LOG_SAMPLE_EVERY = env_int("DECISION_LOG_SAMPLE_EVERY", 10)
+# Each queue (every extender process's, the writer's) is also bounded in bytes: a record of a
+# 5,000-node call carries 5,000 candidate names (~200 KB).
+DECISION_LOG_QUEUE_BYTES = env_int("DECISION_LOG_QUEUE_BYTES", 256 * 1024 * 1024)
 # Background threads of each extender process: the snapshot refresher and the decision-log
 # writer. Tests switch them off unless they exercise them.
 EXTENDER_REFRESH_ENABLED = env_bool("EXTENDER_REFRESH_ENABLED", True)

@@ -10,6 +10,7 @@ On SQLite (the embedded default) the table is plain; retention deletes the same 
 from __future__ import annotations
 
 import re
+from functools import partial
 from datetime import UTC, date, datetime, timedelta
 
 from django.db import connection, transaction
@@ -59,7 +60,7 @@ def ensure(days: set[date] | list[date]) -> list[str]:
                 created.append(name)
         if connection.in_atomic_block:
             # Inside a caller's transaction the partition exists only once that commits.
-            transaction.on_commit(lambda key=key: _known.add(key))
+            transaction.on_commit(partial(_known.add, key))
         else:
             _known.add(key)
     return created

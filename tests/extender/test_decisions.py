@@ -8,10 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from extender import decisions, metrics
+from extender import decision_writer, decisions, metrics
+from extender.decision_channel import ShedPolicy
 from extender.decisionlog import queries, store
-from extender.models import Decision
+from extender.models import Decision, DecisionShed, shed_totals
 from extender.observe import record_call
+from extender.records import CallRecord
 from tests.extender.observability_fakes import call_record
 
 
@@ -93,68 +95,171 @@ def test_calls_are_written_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
     assert Decision.objects.count() == 1200
     assert written() - before == 1200
-    assert max(sizes) <= decisions.BATCH_ROWS
+    assert max(sizes) <= decision_writer.BATCH_ROWS
     assert len(sizes) >= 3
+
+
+def shed(cluster: str, kind: str) -> float:
+    return metrics.DECISION_LOG_SHED.labels(cluster, kind)._value.get()
+
+
+def kept(cluster: str) -> float:
+    return metrics.DECISION_LOG_KEPT.labels(cluster)._value.get()
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("decision_log")
-def test_a_full_queue_drops_and_counts_without_blocking(
+def test_an_overloaded_writer_keeps_every_rejecting_decision_and_counts_what_it_sheds(
     settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings.DECISION_LOG_QUEUE_SIZE = 3
+    settings.DECISION_LOG_QUEUE_SIZE = 40  # high water 20, clean passes refused from 32
+    settings.DECISION_LOG_SAMPLE_EVERY = 4
     decisions.reset()
     entered, release = threading.Event(), threading.Event()
-    real_write_batch = decisions.write_batch
+    real_store = decisions.write_batch
 
-    def held_write(batch):
+    def held_store(batch):
         entered.set()
         release.wait(10)
-        return real_write_batch(batch)
+        return real_store(batch)
 
-    monkeypatch.setattr(decisions, "write_batch", held_write)
-    decisions.submit(call_record(pod_name="first"))
+    monkeypatch.setattr(decisions, "write_batch", held_store)
+    decisions.submit(call_record(cluster="c-other", pod_name="first"))
     assert entered.wait(10)  # the writer holds "first" and is stuck in the database
+    before = {kind: shed("c-over", kind) for kind in ("clean", "rejecting")}
+    kept_before = kept("c-over")
 
-    before = dropped("queue_full")
-    for i in range(7):
+    for i in range(60):
+        decisions.submit(
+            call_record(
+                cluster="c-over", pod_name=f"clean-{i}", nodes_in=3, nodes_out=3, rejected=[]
+            )
+        )
+        if i % 4 == 3:  # rejected a node; every eighth left none
+            decisions.submit(
+                call_record(
+                    cluster="c-over",
+                    pod_name=f"rejecting-{i // 4}",
+                    nodes_out=0 if i % 8 == 7 else 2,
+                    rejected=[] if i % 8 == 7 else [("node-c", "no")],
+                )
+            )
+    assert decisions.queue_depth() <= settings.DECISION_LOG_QUEUE_SIZE
+
+    release.set()
+    assert decisions.flush(10)
+    names = set(Decision.objects.filter(cluster="c-over").values_list("pod_name", flat=True))
+    assert {f"rejecting-{i}" for i in range(15)} <= names
+    kept_clean = len([n for n in names if n.startswith("clean-")])
+    assert 16 <= kept_clean < 60  # all below the high-water mark, then 1 in 4, then none
+    shed_clean = shed("c-over", "clean") - before["clean"]
+    assert shed_clean == 60 - kept_clean
+    assert shed("c-over", "rejecting") - before["rejecting"] == 0
+    assert kept("c-over") - kept_before == len(names)
+
+    row = DecisionShed.objects.get(cluster="c-over")
+    assert (row.kept, row.shed_clean, row.shed_rejecting, row.failed) == (
+        len(names),
+        shed_clean,
+        0,
+        0,
+    )
+    assert shed_totals(row.hour)["c-over"]["shed_clean"] == shed_clean
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("decision_log")
+def test_rejecting_records_are_shed_and_counted_only_when_the_queue_is_full_of_them(
+    settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.DECISION_LOG_QUEUE_SIZE = 5
+    decisions.reset()
+    entered, release = threading.Event(), threading.Event()
+    real_store = decisions.write_batch
+
+    def held_store(batch):
+        entered.set()
+        release.wait(10)
+        return real_store(batch)
+
+    monkeypatch.setattr(decisions, "write_batch", held_store)
+    decisions.submit(call_record(pod_name="first"))
+    assert entered.wait(10)
+    before = shed("c1", "rejecting")
+    for i in range(8):
         decisions.submit(call_record(pod_name=f"later-{i}"))
-    assert dropped("queue_full") - before == 4
-    assert decisions.queue_depth() == 3
-
+    assert shed("c1", "rejecting") - before == 3
+    assert decisions.queue_depth() == 5
     release.set()
     assert decisions.flush(10)
     assert sorted(Decision.objects.values_list("pod_name", flat=True)) == [
         "first",
-        "later-0",
-        "later-1",
-        "later-2",
+        *(f"later-{i}" for i in range(5)),
     ]
+
+
+def batch_of_20(bad: CallRecord) -> list[tuple[float, CallRecord]]:
+    calls = [call_record(pod_name=f"good-{i}") for i in range(19)]
+    calls.insert(7, bad)
+    return [(time.time(), call) for call in calls]
+
+
+def run_writer(batch: list[tuple[float, CallRecord]]) -> decision_writer.Writer:
+    writer = decision_writer.Writer(
+        capacity=100,
+        sample_every=1,
+        store=decisions.store_batch,
+        counts_store=decisions.write_counts,
+        retry_seconds=0.01,
+    )
+    writer.write([(None, at, call, False) for at, call in batch])
+    writer.persist_counts()
+    return writer
+
+
+@pytest.mark.django_db
+def test_a_nul_byte_in_a_record_loses_nothing() -> None:
+    bad = call_record(
+        pod_name="bad\x00pod",
+        pod_labels={"app\x00": "x\x00y"},
+        rejected=[("node-\x00c", "reason \x00 here")],
+        candidates=["node-\x00c"],
+    )
+    writer = run_writer(batch_of_20(bad))
+    assert (writer.written, writer.failed) == (20, 0)
+    row = Decision.objects.get(pod_name__startswith="bad")
+    assert row.pod_name == "bad\ufffdpod"
+    decoded = queries.decode(row)
+    assert decoded.rejected == [("node-\ufffdc", "reason \ufffd here")]
+    assert decoded.candidates == ["node-\ufffdc"]
+    assert decoded.pod_labels == {"app\ufffd": "x\ufffdy"}
+    assert Decision.objects.count() == 20
+
+
+@pytest.mark.django_db
+def test_a_record_the_database_refuses_loses_only_itself() -> None:
+    # Too large for the BIGINT column: refused by PostgreSQL and SQLite alike.
+    bad = call_record(pod_name="bad-pod", snapshot_revision=2**70)
+    before = dropped("write_error")
+    writer = run_writer(batch_of_20(bad))
+    assert (writer.written, writer.failed) == (19, 1)
+    assert Decision.objects.count() == 19
+    assert not Decision.objects.filter(pod_name="bad-pod").exists()
+    assert DecisionShed.objects.get(cluster="c1").failed == 1
+    assert DecisionShed.objects.get(cluster="c1").kept == 19
+    # Counted once the writer reports it (thread and process alike).
+    assert dropped("write_error") == before
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("decision_log")
-def test_a_database_error_drops_the_batch_and_the_writer_carries_on(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    real_insert = store.rollups.upsert
-    failures = [RuntimeError("database is gone")]
-
-    def flaky(counts):
-        if failures:
-            raise failures.pop()
-        return real_insert(counts)
-
-    # The rows are inserted, then the rollups fail: the whole batch is rolled back.
-    monkeypatch.setattr(store.rollups, "upsert", flaky)
+def test_a_refused_record_through_the_writer_thread_is_counted() -> None:
     before = dropped("write_error")
-    decisions.submit(call_record(pod_name="lost"))
+    for _at, call in batch_of_20(call_record(pod_name="bad-pod", snapshot_revision=2**70)):
+        decisions.submit(call)
     assert decisions.flush(10)
     assert dropped("write_error") - before == 1
-
-    decisions.submit(call_record(pod_name="kept"))
-    assert decisions.flush(10)
-    assert list(Decision.objects.values_list("pod_name", flat=True)) == ["kept"]
+    assert Decision.objects.count() == 19
 
 
 def test_nothing_is_queued_when_the_log_is_switched_off(settings) -> None:
@@ -163,3 +268,13 @@ def test_nothing_is_queued_when_the_log_is_switched_off(settings) -> None:
     decisions.submit(call_record())
     assert decisions.queue_depth() == 0
     assert decisions.flush(1)
+
+
+def test_a_queue_is_bounded_in_bytes_as_well_as_in_records() -> None:
+    policy = ShedPolicy(100, 1, max_bytes=1000)
+    level = policy.level(1, 900)  # one record, but 90% of the bytes
+    assert level == 90
+    assert not policy.admits(level, rejecting=False)
+    assert policy.admits(level, rejecting=True)
+    assert not policy.admits(policy.level(1, 1000), rejecting=True)
+    assert policy.admits(policy.level(10, 0), rejecting=False)

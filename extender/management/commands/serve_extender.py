@@ -8,7 +8,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from extender import server
+from extender import decisions, server
+from extender.decision_writer import ChildWriter
 from extender.tls import TlsSettings
 
 
@@ -59,12 +60,22 @@ class Command(BaseCommand):
         if options["threads"] < 1:
             raise CommandError("--threads must be at least 1")
         tls = tls_settings()
+        writer = start_decision_writer()
+        try:
+            self.serve(host, port, options["threads"], tls)
+        finally:
+            if writer is not None:
+                decisions.flush(decisions.EXIT_FLUSH_SECONDS)
+                decisions.reset()
+                writer.stop()
+
+    def serve(self, host: str, port: int, threads: int, tls: TlsSettings) -> None:
         ready = server.warm_up()
         try:
             instance = server.create(
                 host=host,
                 port=port,
-                threads=options["threads"],
+                threads=threads,
                 read_timeout=settings.EXTENDER_READ_TIMEOUT_SECONDS,
                 max_connections=settings.EXTENDER_MAX_CONNECTIONS,
                 per_client=settings.EXTENDER_MAX_CONNECTIONS_PER_CLIENT,
@@ -84,7 +95,26 @@ class Command(BaseCommand):
         state = "snapshot loaded" if ready else "no snapshot yet (answering 503 until one loads)"
         self.stdout.write(
             f"extender listening on {scheme}://{host}:{instance.effective_port}/ "
-            f"({options['threads']} threads{clients}, {state})",
+            f"({threads} threads{clients}, {state})",
         )
         self.stdout.flush()
         server.run(instance)
+
+
+def start_decision_writer() -> ChildWriter | None:
+    """The decision log's writer as a child process (``DECISION_LOG_WRITER=child``), this
+    process's records sent to it; None when the log is off or written otherwise."""
+    if not settings.DECISION_LOG_ENABLED:
+        return None
+    mode = settings.DECISION_LOG_WRITER
+    if mode not in ("child", "socket", "thread"):
+        raise CommandError(f"DECISION_LOG_WRITER must be child, socket or thread, not {mode!r}")
+    if mode != "child":
+        return None
+    path = str(settings.DECISION_LOG_SOCKET)
+    if len(path.encode()) > 100:
+        raise CommandError(f"DECISION_LOG_SOCKET is too long for a Unix socket: {path}")
+    writer = ChildWriter(path)
+    writer.start()
+    decisions.use_writer_process(path)
+    return writer

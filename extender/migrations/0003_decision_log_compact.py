@@ -46,7 +46,7 @@ def layout(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('extender', '0001_initial'),
+        ('extender', '0002_decisionshed'),
     ]
 
     operations = [

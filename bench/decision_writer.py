@@ -1,0 +1,415 @@
+"""Decision-log writer benchmark, on PostgreSQL (one command; ratios measured in the same run).
+
+    DATABASE_URL=postgres://USER@HOST:5432/DB .venv/bin/python bench/decision_writer.py
+
+It makes its own database (``<DB>_dwbench``, dropped at the end), seeds the extender benchmark's
+cluster (``bench.extender_load``: 5,000 realistic nodes, 20 policies) and a pod selected by one
+policy that rejects ~1% of the nodes, so that a filter call is production-shaped: 5,000
+candidates, ~40 rejected nodes with their reasons. Then:
+
+1. *writer*: the writer process (``manage.py decision_writer``, the real store) fed over its
+   socket as fast as it stores: rows per second, PostgreSQL, batches of up to 500.
+2. *extender*: ``manage.py serve_extender`` (its child writer on) against the same server with
+   ``DECISION_LOG_ENABLED=false``, open loop at 200 and 400 calls/s (filter and prioritize of
+   5,000 names, 4 keep-alive connections), taking turns: p50/p99 and the ratio; rows stored
+   and shed.
+3. *retention*: the log-on extender at 200 calls/s with 300,000 expired rows in the table,
+   while the retention task (``extender.tasks.decisions_purge``) deletes them vs not.
+
+Writes ``bench/results/decision-writer.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "bench" / "results" / "decision-writer.md"
+WRITER_RECORDS = 6000
+RATES = (200, 400)
+RETENTION_RATE = 200
+ROUNDS = 2
+EXPIRED_ROWS = 300_000
+NAMES = 5000
+
+
+def database_urls() -> tuple[str, str, str]:
+    """(the bench database's URL, the server's maintenance URL, the bench database's name)."""
+    url = os.environ.get("DATABASE_URL", "")
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgres", "postgresql"):
+        sys.exit("bench/decision_writer.py needs DATABASE_URL=postgres://... (PostgreSQL)")
+    name = parts.path.lstrip("/") + "_dwbench"
+    bench = urlunsplit(parts._replace(path="/" + name))
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    return bench, admin, name
+
+
+def recreate(admin_url: str, name: str, *, drop_only: bool = False) -> None:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if not drop_only:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def configure(workdir: Path, url: str) -> dict[str, str]:
+    env = {
+        "DATABASE_URL": url,
+        "SECRET_KEY": "bench-only-not-a-secret",
+        "PORTAL_VAR_DIR": str(workdir),
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "REDIS_URL": "",
+        "LOG_LEVEL": "WARNING",
+    }
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    return env
+
+
+BENCH_NAMESPACE = "batch"
+
+
+def seed() -> None:
+    """The extender benchmark's cluster, label assignments and 20 policies; the ones that
+    select every pod are narrowed to the benchmark's namespaces, and one more policy, for
+    namespace ``batch``, refuses ~1% of the nodes by name and weighs the rest."""
+    from bench import extender_load as load
+    from inventory.services import cluster_create, nodes_apply
+    from policies.services import label_assignment_create, policy_create
+
+    cluster = cluster_create(
+        actor=None, data={"name": load.CLUSTER, "is_default": True, "unknown_node_action": "deny"}
+    )
+    nodes_apply(
+        cluster=cluster, objects=[load.node(i, slim=True) for i in range(NAMES)], replace=True
+    )
+    for data in load.label_assignments():
+        label_assignment_create(actor=None, data=data)
+    policies = load.policies(20)
+    for data in policies:
+        if not data["pod_selector"]:
+            data["pod_selector"] = {"namespaces": ["ml", "web", "payments"]}
+        policy_create(actor=None, data=data)
+    policy_create(
+        actor=None,
+        data={
+            "name": "bench-not-these",
+            "enabled": True,
+            "mode": "enforce",
+            "pod_selector": {"namespaces": [BENCH_NAMESPACE]},
+            # 2 in 256 addresses.
+            "filter_rules": [
+                {"kind": "name", "pattern": "ip-10-0-*-1[01].*", "operator": "NotMatches"},
+            ],
+            "weight_rules": policies[1]["weight_rules"],
+        },
+    )
+
+
+def bench_body() -> bytes:
+    """ExtenderArgs for a pod of namespace ``batch`` and the 5,000 node names."""
+    import orjson
+
+    from bench.extender_load import POD
+    from tests.support.nodes import realistic_node
+
+    names = [realistic_node(i, slim=True)["metadata"]["name"] for i in range(NAMES)]
+    metadata = {**POD["metadata"], "namespace": BENCH_NAMESPACE, "labels": {"app": "etl"}}
+    return orjson.dumps({"Pod": {**POD, "metadata": metadata}, "NodeNames": names})
+
+
+def a_real_record(body: bytes) -> Any:
+    """The CallRecord the extender makes of one filter call with ``body``."""
+    from extender import decisions
+    from extender.holder import holder
+    from tests.extender.extender_support import call
+
+    holder.load()
+    captured: list[Any] = []
+    real_submit = decisions.submit
+    decisions.submit = captured.append  # type: ignore[assignment]
+    try:
+        response = call("/extender/bench/filter", body)
+    finally:
+        decisions.submit = real_submit  # type: ignore[assignment]
+    assert response.status == 200, response.body[:200]
+    return captured[0]
+
+
+def count_rows() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM extender_decision")
+        return int(cursor.fetchone()[0])
+
+
+def bench_writer(rows: list[str], workdir: Path, env: dict[str, str], record: Any) -> None:
+    import dataclasses
+    import subprocess
+
+    from extender.decision_channel import Client
+
+    path = str(workdir / "w.sock")
+    python = str(ROOT / ".venv" / "bin" / "python")
+    process = subprocess.Popen(
+        [python, "manage.py", "decision_writer", "--socket", path],
+        cwd=ROOT,
+        env={**os.environ, **env},
+    )
+    try:
+        while not os.path.exists(path):
+            time.sleep(0.05)
+        shed: list[int] = [0]
+        client = Client(
+            path,
+            100_000,
+            1,
+            on_shed=lambda cluster, rejecting, n: shed.__setitem__(0, shed[0] + n),
+            on_ack=lambda ack: None,
+            max_bytes=1 << 40,
+        )
+        client.start()
+        before = count_rows()
+        started = time.perf_counter()
+        for i in range(WRITER_RECORDS):
+            client.submit(dataclasses.replace(record, pod_name=f"{record.pod_name}-{i}"))
+            while client.size > 256 * 1024 * 1024:  # the bench waits; it must not shed
+                time.sleep(0.01)
+        submitted = time.perf_counter() - started
+        target = before + WRITER_RECORDS - shed[0]
+        while count_rows() < target:
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - started
+        client.retire(10)
+    finally:
+        process.terminate()
+        process.wait(30)
+    frame_kb = len(_frame(record)) / 1024
+    rows.append(
+        "\n".join(
+            [
+                "### 1. The writer process alone, PostgreSQL",
+                "",
+                f"{WRITER_RECORDS} production-shaped records ({len(record.candidates)} "
+                f"candidates, {len(record.rejected)} rejected nodes with reasons, "
+                f"{frame_kb:.0f} KB on the wire each) handed over the socket as fast as the "
+                "client encodes them; time until the last row is in the table.",
+                "",
+                "| records | submitted in | stored in | rows/s | shed |",
+                "|---:|---:|---:|---:|---:|",
+                f"| {WRITER_RECORDS} | {submitted:.1f} s | {elapsed:.1f} s | "
+                f"{WRITER_RECORDS / elapsed:.0f} | {shed[0]} |",
+                "",
+            ]
+        )
+    )
+    print(rows[-1])
+
+
+def _frame(record: Any) -> bytes:
+    from extender.decision_channel import encode, to_wire
+
+    return encode(to_wire(time.time(), record))
+
+
+def scrape(port: int) -> dict[str, float]:
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(("decision_log_kept_total", "decision_log_shed_total")):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def bench_extender(rows: list[str], env: dict[str, str], body: bytes) -> None:
+    from bench.extender_http import open_loop, percentile, start_serve_extender, wait_ready
+
+    on = start_serve_extender("log on", env)
+    off = start_serve_extender("log off", env, DECISION_LOG_ENABLED="false")
+    lines = [
+        "### 2. `serve_extender` open loop, decision log on vs off",
+        "",
+        f"Filter and prioritize of {NAMES} names in turn over 4 keep-alive connections, "
+        f"{ROUNDS} rounds of 8 s per server and rate, the servers taking turns; the log-on "
+        "server's child writer stores into PostgreSQL. Latency from when each call was due, ms.",
+        "",
+        "| offered calls/s | log on achieved | p50 | p99 | log off achieved | p50 | p99 "
+        "| on / off p50 | p99 |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    try:
+        for server in (on, off):
+            wait_ready(server, body)
+        rows_before = count_rows()
+        for rate in RATES:
+            results: dict[str, list[float]] = {"log on": [], "log off": []}
+            achieved: dict[str, list[float]] = {"log on": [], "log off": []}
+            for turn in range(2 * ROUNDS):
+                server = (on, off)[turn % 2]
+                run = open_loop(server, body, rate)
+                results[server.label] += run.latencies
+                achieved[server.label].append(run.achieved_rate)
+                time.sleep(1)
+            p = {k: (percentile(v, 0.5), percentile(v, 0.99)) for k, v in results.items()}
+            a = {k: sum(v) / len(v) for k, v in achieved.items()}
+            lines.append(
+                f"| {rate} | {a['log on']:.0f} | {p['log on'][0] * 1000:.2f} | "
+                f"{p['log on'][1] * 1000:.2f} | {a['log off']:.0f} | "
+                f"{p['log off'][0] * 1000:.2f} | {p['log off'][1] * 1000:.2f} | "
+                f"**{p['log on'][0] / p['log off'][0]:.2f}x** | "
+                f"**{p['log on'][1] / p['log off'][1]:.2f}x** |"
+            )
+        time.sleep(3)  # the writer catches up
+        stored = count_rows() - rows_before
+        metrics = scrape(on.port)
+    finally:
+        on.stop()
+        off.stop()
+    shed = {k: v for k, v in metrics.items() if k.startswith("decision_log_shed_total")}
+    kept = sum(v for k, v in metrics.items() if k.startswith("decision_log_kept_total"))
+    shed_text = ", ".join(f"{k} {v:.0f}" for k, v in sorted(shed.items())) or "none"
+    lines += [
+        "",
+        f"Rows stored for the log-on server's calls: {stored}; its metrics: kept {kept:.0f}; "
+        f"shed: {shed_text}.",
+        "",
+    ]
+    rows.append("\n".join(lines))
+    print(rows[-1])
+
+
+def fill_expired(n: int) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO extender_decision (created_at, cluster, verb, mode, pod_namespace,
+                pod_name, pod_uid, nodes_in, nodes_out, rejected, rejected_count,
+                dry_run_rejected, top_scores, duration_ms, policy_versions, snapshot_revision)
+            SELECT now() - interval '30 days', 'bench', 'filter', 'names', 'ml',
+                'old-' || i, '', 5000, 4950,
+                '[["node-a", "bench-not-these: name matches *-1?0.*"]]'::jsonb, 50,
+                '[]'::jsonb, '[]'::jsonb, 1.0, '{}'::jsonb, 1
+            FROM generate_series(1, %s) AS i
+            """,
+            [n],
+        )
+        cursor.execute("ANALYZE extender_decision")
+
+
+def bench_retention(rows: list[str], env: dict[str, str], body: bytes) -> None:
+    from bench.extender_http import open_loop, percentile, start_serve_extender, wait_ready
+    from extender.tasks import decisions_purge
+
+    fill_expired(EXPIRED_ROWS)
+    server = start_serve_extender("log on", env)
+    try:
+        wait_ready(server, body)
+        open_loop(server, body, RETENTION_RATE)  # warm-up, not counted
+        quiet = open_loop(server, body, RETENTION_RATE)
+        deleted: list[int] = []
+        seconds: list[float] = []
+
+        def purge() -> None:
+            from django.db import connection
+
+            started = time.perf_counter()
+            deleted.append(decisions_purge(older_than_days=7))
+            seconds.append(time.perf_counter() - started)
+            connection.close()
+
+        thread = threading.Thread(target=purge)
+        thread.start()
+        time.sleep(0.5)
+        during = open_loop(server, body, RETENTION_RATE)
+        thread.join()
+        after = open_loop(server, body, RETENTION_RATE)
+    finally:
+        server.stop()
+    q = (percentile(quiet.latencies, 0.5), percentile(quiet.latencies, 0.99))
+    d = (percentile(during.latencies, 0.5), percentile(during.latencies, 0.99))
+    z = (percentile(after.latencies, 0.5), percentile(after.latencies, 0.99))
+    lines = [
+        f"### 3. Retention while the extender serves {RETENTION_RATE} calls/s (log on)",
+        "",
+        f"{EXPIRED_ROWS} expired rows; the retention task (`decisions_purge`, batches of 5,000) "
+        f"deleted {deleted[0] if deleted else 0} rows in {seconds[0] if seconds else 0:.1f} s, "
+        "starting 0.5 s before the run *during retention*; a warm-up run first (not shown). ms.",
+        "",
+        "| run | achieved calls/s | p50 | p99 |",
+        "|---|---:|---:|---:|",
+        f"| quiet | {quiet.achieved_rate:.0f} | {q[0] * 1000:.2f} | {q[1] * 1000:.2f} |",
+        f"| during retention | {during.achieved_rate:.0f} | {d[0] * 1000:.2f} | "
+        f"{d[1] * 1000:.2f} |",
+        f"| quiet again | {after.achieved_rate:.0f} | {z[0] * 1000:.2f} | {z[1] * 1000:.2f} |",
+        f"| **during / quiet (both quiet runs)** | | **{d[0] / ((q[0] + z[0]) / 2):.2f}x** | "
+        f"**{d[1] / ((q[1] + z[1]) / 2):.2f}x** |",
+        "",
+    ]
+    rows.append("\n".join(lines))
+    print(rows[-1])
+
+
+def main() -> int:
+    bench_url, admin_url, name = database_urls()
+    recreate(admin_url, name)
+    started = time.perf_counter()
+    try:
+        # Unix socket paths are short: a short working directory.
+        with tempfile.TemporaryDirectory(prefix="dwb-", dir="/tmp") as tmp:
+            env = configure(Path(tmp), bench_url)
+            seed()
+            body = bench_body()
+            record = a_real_record(body)
+            print(
+                f"a filter call: {len(record.candidates)} candidates, "
+                f"{len(record.rejected)} rejected"
+            )
+            rows: list[str] = []
+            bench_writer(rows, Path(tmp), env, record)
+            bench_extender(rows, env, body)
+            bench_retention(rows, env, body)
+            from django.db import connections
+
+            connections.close_all()
+    finally:
+        recreate(admin_url, name, drop_only=True)
+    header = [
+        "# Decision-log writer benchmark",
+        "",
+        f"Python {platform.python_version()} on {platform.machine()}, {os.cpu_count()} CPUs "
+        "shared with other work (the p99 columns show it); PostgreSQL on the same host. "
+        f"Whole run: {time.perf_counter() - started:.0f} s; load average at the end "
+        f"{os.getloadavg()[0]:.1f}. Generated by `bench/decision_writer.py`.",
+        "",
+    ]
+    text = "\n".join([*header, *rows])
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text)
+    print(f"written to {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -8,7 +8,7 @@ millions of decisions: its traffic panel reads the log's hourly rollups.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Count, Q
 from django.urls import reverse
@@ -20,6 +20,7 @@ from engine.assignment_checks import LabelIndex, assignment_warnings
 from engine.assignments import node_selector_from_dict
 from engine.errors import EngineValidationError
 from extender.decisionlog import rollups
+from extender.models import shed_totals
 from inventory.models import Cluster, ClusterSource, Node, SyncState
 from inventory.sync import describe_inventory_age, inventory_age_seconds
 from policies.expectations import current_outcomes
@@ -64,6 +65,9 @@ class Dashboard:
     expectations: list[dict] = field(default_factory=list)
     # Per cluster with a pod inventory: Pending pods held, violations (console.pod_cards).
     pods: list[PodCard] = field(default_factory=list)
+    # What the decision log kept and shed over 24 h, summed over clusters (kept, shed_clean,
+    # shed_rejecting, failed).
+    log_counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def expectations_failing(self) -> list[dict]:
@@ -256,4 +260,15 @@ def build(now: datetime | None = None) -> Dashboard:
         hourly=hourly,
         problems=problems(rows, expectations),
         pods=pod_cards(),
+        log_counts=log_counts(now),
     )
+
+
+def log_counts(now: datetime) -> dict[str, int]:
+    """The decision log's kept and shed records over 24 hours (``DecisionShed``, a row per
+    hour and cluster), summed over the clusters."""
+    totals = {"kept": 0, "shed_clean": 0, "shed_rejecting": 0, "failed": 0}
+    for counts in shed_totals(now - timedelta(hours=CHART_HOURS)).values():
+        for key in totals:
+            totals[key] += counts.get(key, 0)
+    return totals

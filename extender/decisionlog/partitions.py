@@ -10,8 +10,8 @@ On SQLite (the embedded default) the table is plain; retention deletes the same 
 from __future__ import annotations
 
 import re
-from functools import partial
 from datetime import UTC, date, datetime, timedelta
+from functools import partial
 
 from django.db import connection, transaction
 

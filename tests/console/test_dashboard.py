@@ -228,3 +228,21 @@ def test_every_admin_page_names_the_portals_favicon(admin_client: Client) -> Non
     html = admin_client.get("/admin/").content.decode()
     assert 'rel="icon" type="image/svg+xml"' in html
     assert finders.find("portal/favicon.svg")
+
+
+def test_the_traffic_panel_shows_what_the_decision_log_kept_and_shed(admin_client) -> None:
+    from extender.models import DecisionShed
+
+    hour = int(timezone.now().timestamp()) // 3600 * 3600
+    DecisionShed.objects.add_counts(
+        [
+            (hour, "demo", 120, 30, 2, 1),
+            (hour, "other", 5, 0, 0, 0),
+            (hour - 3 * 86400, "demo", 9, 9, 9, 9),
+        ]
+    )
+    html = admin_client.get("/admin/").content.decode()
+    assert "<strong>125</strong> recorded" in html
+    assert "<strong>30</strong> clean passes not recorded" in html
+    assert "<strong>2</strong> rejecting decisions lost" in html
+    assert "<strong>1</strong> refused by the database" in html

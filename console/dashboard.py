@@ -2,18 +2,15 @@
 
 Every panel is a fixed number of queries, whatever the size of the inventory or the decision
 log (tests/console/ asserts the bound), so the landing page stays fast at 5,000 nodes and
-100,000 decisions.
+millions of decisions: its traffic panel reads the log's hourly rollups.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
 
 from django.db.models import Count, Q
-from django.db.models.functions import TruncHour
 from django.urls import reverse
 from django.utils import timezone
 
@@ -22,7 +19,8 @@ from core.models import AuditEntry
 from engine.assignment_checks import LabelIndex, assignment_warnings
 from engine.assignments import node_selector_from_dict
 from engine.errors import EngineValidationError
-from extender.models import Decision
+from extender.decisionlog import rollups
+from extender.models import shed_totals
 from inventory import sources
 from inventory.display import describe_inventory_age
 from inventory.models import Cluster, Node, SyncState
@@ -30,8 +28,6 @@ from inventory.sync import inventory_age_seconds
 from policies.expectations import current_outcomes
 from policies.models import FilterRule, LabelAssignment, Policy
 
-# Decisions read to rank rejecting rules (the newest ones that rejected something).
-RANKED_DECISIONS = 2000
 RECENT_CHANGES = 8
 CHART_HOURS = 24
 
@@ -71,6 +67,9 @@ class Dashboard:
     expectations: list[dict] = field(default_factory=list)
     # Per cluster with a pod inventory: Pending pods held, violations (console.pod_cards).
     pods: list[PodCard] = field(default_factory=list)
+    # What the decision log kept and shed over 24 h, summed over clusters (kept, shed_clean,
+    # shed_rejecting, failed).
+    log_counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def expectations_failing(self) -> list[dict]:
@@ -131,53 +130,15 @@ def policy_counts() -> dict[str, int]:
 def traffic(
     now: datetime,
 ) -> tuple[dict[str, int], list[tuple[str, int]], list[tuple[str, int, int]]]:
-    hour, day = now - timedelta(hours=1), now - timedelta(hours=CHART_HOURS)
-    recent = Decision.objects.filter(created_at__gte=day)
-    # Pods that got no node: from the extender's filter or the own scheduler's attempts.
-    no_nodes = Q(verb__in=("filter", "schedule"), nodes_out=0, nodes_in__gt=0)
-    totals = recent.aggregate(
-        calls_day=Count("id"),
-        calls_hour=Count("id", filter=Q(created_at__gte=hour)),
-        pods_day=Count("pod_uid", distinct=True),
-        refused_day=Count("pod_uid", filter=no_nodes, distinct=True),
-    )
-    rejected = (
-        recent.filter(verb="filter", rejected_count__gt=0)
-        .order_by("-created_at")
-        .values_list("rejected", flat=True)[:RANKED_DECISIONS]
-    )
-    rules: Counter[str] = Counter()
-    for pairs in rejected:
-        for pair in pairs or ():
-            if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str):
-                for reason in pair[1].split("; "):
-                    rules[reason.split(" (", 1)[0]] += 1
-    hourly = _hourly(recent, now, no_nodes)
-    return {k: v or 0 for k, v in totals.items()}, rules.most_common(5), hourly
-
-
-def _hourly(recent: Any, now: datetime, no_nodes: Q) -> list[tuple[str, int, int]]:
-    now = now.astimezone(UTC)
-    start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=CHART_HOURS - 1)
-    buckets = {start + timedelta(hours=i): [0, 0] for i in range(CHART_HOURS)}
-    # Counted by the database per hour (UTC buckets, like ``start``): 24 rows, whatever the
-    # size of the log.
-    rows = (
-        recent.filter(created_at__gte=start)
-        .annotate(hour=TruncHour("created_at", tzinfo=UTC))
-        .values("hour")
-        .annotate(calls=Count("id"), refused=Count("id", filter=no_nodes))
-    )
-    for row in rows:
-        bucket = buckets.get(row["hour"])
-        if bucket is not None:
-            bucket[0] += row["calls"]
-            bucket[1] += row["refused"]
+    """Calls, filter calls that left 0 nodes and the top rejecting rules over 24 hours, from the
+    decision log's hourly rollups (a few rows per hour, never the decision table)."""
+    data = rollups.traffic(now, hours=CHART_HOURS)
     local = timezone.localtime
-    return [
+    hourly = [
         (local(moment).strftime("%H:00"), calls, refused)
-        for moment, (calls, refused) in buckets.items()
+        for moment, (calls, refused) in data["hourly"]
     ]
+    return data["totals"], data["top_rules"], hourly
 
 
 def problems(rows: list[ClusterRow], expectations: list[dict]) -> list[Problem]:
@@ -301,4 +262,15 @@ def build(now: datetime | None = None) -> Dashboard:
         hourly=hourly,
         problems=problems(rows, expectations),
         pods=pod_cards(),
+        log_counts=log_counts(now),
     )
+
+
+def log_counts(now: datetime) -> dict[str, int]:
+    """The decision log's kept and shed records over 24 hours (``DecisionShed``, a row per
+    hour and cluster), summed over the clusters."""
+    totals = {"kept": 0, "shed_clean": 0, "shed_rejecting": 0, "failed": 0}
+    for counts in shed_totals(now - timedelta(hours=CHART_HOURS)).values():
+        for key in totals:
+            totals[key] += counts.get(key, 0)
+    return totals

@@ -1,37 +1,103 @@
-"""The decision log in the admin: read-only, filterable, with reasons and scores laid out."""
+"""The decision log in the admin: read-only; filters and counts that never scan or count the
+whole table; one search box for a pod or a node; every rejected node with its reason and why."""
 
 from __future__ import annotations
 
-import json
-from collections import Counter
+from datetime import timedelta
+from functools import cached_property
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.db.models import Q, TextField
-from django.db.models.functions import Cast
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
-from extender.models import Decision
+from extender.decisionlog import queries
+from extender.models import Decision, Outcome
+from inventory.models import Cluster
+
+# Candidate names passed to the explain page in its link (a longer list would not fit a URL).
+EXPLAIN_CANDIDATES = 100
 
 
-def _table(headers: tuple[str, str], rows: list[Any], empty: str) -> str:
+def _table(headers: tuple[str, ...], rows: list[Any], empty: str) -> SafeString | str:
     if not rows:
         return empty
-    body = format_html_join(
-        "",
-        "<tr><td>{}</td><td>{}</td></tr>",
-        ((row[0], row[1]) for row in rows if isinstance(row, list | tuple) and len(row) == 2),
-    )
+    head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
+    cells = "".join("<td>{}</td>" for _ in headers)
+    body = format_html_join("", "<tr>" + cells + "</tr>", (tuple(row) for row in rows))
     return format_html(
-        '<table class="decision-table"><thead><tr><th>{}</th><th>{}</th></tr></thead>'
-        "<tbody>{}</tbody></table>",
-        headers[0],
-        headers[1],
+        '<table class="decision-table"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+        head,
         body,
     )
+
+
+class EstimatedPaginator(Paginator):  # type: ignore[type-arg]  # not subscriptable at runtime
+    """Counts at most ``queries.COUNT_CAP`` + 1 rows of a filtered list; the whole log is
+    estimated from the planner's statistics (PostgreSQL). Never a count(*) of the table."""
+
+    @cached_property
+    def count(self) -> int:
+        return queries.capped_count(self.object_list)  # type: ignore[arg-type]
+
+
+class ClusterFilter(admin.SimpleListFilter):
+    """Choices from the inventory's clusters, not a SELECT DISTINCT over the log."""
+
+    title = "cluster"
+    parameter_name = "cluster"
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        names = list(Cluster.objects.order_by("name").values_list("name", flat=True))
+        value = self.value()
+        if value and value not in names:
+            names.append(value)
+        return [(name, name) for name in names]
+
+    def queryset(self, request: Any, queryset: Any) -> Any:
+        return queryset.filter(cluster=self.value()) if self.value() else queryset
+
+
+class FixedChoiceFilter(admin.SimpleListFilter):
+    field = ""
+    values: tuple[str, ...] = ()
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, value) for value in self.values]
+
+    def queryset(self, request: Any, queryset: Any) -> Any:
+        return queryset.filter(**{self.field: self.value()}) if self.value() else queryset
+
+
+class VerbFilter(FixedChoiceFilter):
+    title = parameter_name = field = "verb"
+    values = ("filter", "prioritize", "preempt", "bind")
+
+
+class ModeFilter(FixedChoiceFilter):
+    title = parameter_name = field = "mode"
+    values = ("names", "full")
+
+
+class SinceFilter(admin.SimpleListFilter):
+    """Recent windows (partitions outside them are not read)."""
+
+    title = "when"
+    parameter_name = "since"
+    windows = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7)}
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, str]]:
+        return [("1h", "last hour"), ("24h", "last 24 hours"), ("7d", "last 7 days")]
+
+    def queryset(self, request: Any, queryset: Any) -> Any:
+        window = self.windows.get(self.value() or "")
+        return queryset.filter(created_at__gte=timezone.now() - window) if window else queryset
 
 
 class OutcomeFilter(admin.SimpleListFilter):
@@ -48,9 +114,9 @@ class OutcomeFilter(admin.SimpleListFilter):
 
     def queryset(self, request: Any, queryset: Any) -> Any:
         if self.value() == "no-nodes":
-            return queryset.filter(verb__in=("filter", "schedule"), nodes_out=0, nodes_in__gt=0)
+            return queryset.filter(outcome=Outcome.NO_NODES)
         if self.value() == "rejected":
-            return queryset.filter(rejected_count__gt=0)
+            return queryset.filter(outcome__in=(Outcome.REJECTED, Outcome.NO_NODES))
         return queryset
 
 
@@ -69,17 +135,8 @@ class NodeFilter(admin.SimpleListFilter):
         name = self.value()
         if not name:
             return queryset
-        # The JSON as text holds each node name quoted; a cast works on every database.
-        needle = json.dumps(name)
-        return queryset.annotate(
-            rejected_text=Cast("rejected", TextField()),
-            dry_run_text=Cast("dry_run_rejected", TextField()),
-            scores_text=Cast("top_scores", TextField()),
-        ).filter(
-            Q(rejected_text__contains=needle)
-            | Q(dry_run_text__contains=needle)
-            | Q(scores_text__contains=needle)
-        )
+        cluster = request.GET.get("cluster") or None
+        return queries.mentioning(queryset, queries.node_ids_named(name, cluster))
 
 
 @admin.register(Decision)
@@ -95,13 +152,20 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
         "rejected_count",
         "duration",
     )
-    list_filter = ("cluster", "verb", "mode", OutcomeFilter, NodeFilter)
-    search_fields = ("pod_name", "pod_namespace", "pod_uid")
-    date_hierarchy = "created_at"
-    ordering = ("-created_at", "-id")
-    # The log grows by the thousands per minute: counting every row for the paginator would
-    # cost more than the page itself.
+    list_filter = (
+        SinceFilter,
+        ClusterFilter,
+        VerbFilter,
+        ModeFilter,
+        OutcomeFilter,
+        NodeFilter,
+    )
+    search_fields = ("pod_name",)  # the box; get_search_results decides pod or node
+    search_help_text = "A pod name (or its beginning, or namespace/name) or a node name."
+    ordering = ("-id",)
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    paginator = EstimatedPaginator
     list_per_page = 100
     fieldsets = (
         (
@@ -124,6 +188,7 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
             {
                 "fields": (
                     "explain_link",
+                    "pod_table",
                     "reasons_table",
                     "rejected_table",
                     "dry_run_table",
@@ -134,7 +199,20 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
         ),
     )
 
-    @admin.display(description="pod", ordering="pod_name")
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Any, Any], search_term: str
+    ) -> tuple[QuerySet[Any, Any], bool]:
+        found, _ = queries.search(queryset, search_term)
+        return found, False
+
+    def _decoded(self, obj: Decision) -> queries.Decoded:
+        cached = getattr(obj, "_decoded", None)
+        if cached is None:
+            cached = queries.decode(obj)
+            obj._decoded = cached  # type: ignore[attr-defined]
+        return cached
+
+    @admin.display(description="pod")
     def pod(self, obj: Decision) -> str:
         return f"{obj.pod_namespace}/{obj.pod_name}"
 
@@ -142,48 +220,64 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
     def duration(self, obj: Decision) -> str:
         return f"{obj.duration_ms:.3f} ms"
 
-    @admin.display(description="explain again now")
-    def explain_link(self, obj: Decision) -> str:
-        """The same pod (namespace and name; the log keeps no labels) through the current
-        policies, on the explain page."""
-        query = urlencode(
-            {"cluster": obj.cluster, "namespace": obj.pod_namespace, "name": obj.pod_name}
-        )
+    @admin.display(description="explain again")
+    def explain_link(self, obj: Decision) -> SafeString:
+        """The pod as the call saw it (namespace, name, labels and the candidate nodes) through
+        the current policies, on the explain page."""
+        decoded = self._decoded(obj)
+        query = {"cluster": obj.cluster, "namespace": obj.pod_namespace, "name": obj.pod_name}
+        if decoded.pod_labels:
+            query["labels"] = "\n".join(f"{k}={v}" for k, v in sorted(decoded.pod_labels.items()))
+        if decoded.candidates and len(decoded.candidates) <= EXPLAIN_CANDIDATES:
+            query["nodes"] = ",".join(decoded.candidates)
         return format_html(
-            '<a class="button" href="{}?{}">Explain this pod again now</a> '
-            "(its labels are not in the log: add them on the page)",
+            '<a class="button" href="{}?{}">Explain this pod again now</a>',
             reverse("admin:console-explain"),
-            query,
+            urlencode(query),
         )
+
+    @admin.display(description="pod as the call saw it")
+    def pod_table(self, obj: Decision) -> SafeString | str:
+        decoded = self._decoded(obj)
+        rows = [("label", f"{k}={v}") for k, v in sorted(decoded.pod_labels.items())]
+        rows += [("requests", f"{k}: {v}") for k, v in sorted(decoded.pod_requests.items())]
+        if decoded.candidates:
+            rows.append(("candidate nodes", str(len(decoded.candidates))))
+        return _table(("what", "value"), rows, "not recorded")
 
     @admin.display(description="rejections by reason")
-    def reasons_table(self, obj: Decision) -> str:
-        """As kube-scheduler summarises them: how many recorded nodes each reason rejected."""
-        counts = Counter(
-            str(pair[1]) for pair in obj.rejected or () if isinstance(pair, list) and len(pair) == 2
-        )
-        rows = [[count, reason] for reason, count in counts.most_common()]
+    def reasons_table(self, obj: Decision) -> SafeString | str:
+        """As kube-scheduler summarises them: how many nodes each reason rejected."""
+        counts: dict[str, int] = {}
+        for _, reason in self._decoded(obj).rejected:
+            counts[reason] = counts.get(reason, 0) + 1
+        rows = sorted(((n, r) for r, n in counts.items()), key=lambda x: (-x[0], x[1]))
         return _table(("nodes", "reason"), rows, "none")
 
-    @admin.display(description="rejected nodes")
-    def rejected_table(self, obj: Decision) -> str:
-        shown = len(obj.rejected)
-        table = _table(("node", "reason"), obj.rejected, "none")
-        if obj.rejected_count > shown:
-            return format_html("{}<p>{} more not recorded</p>", table, obj.rejected_count - shown)
+    @admin.display(description="rejected nodes, and why")
+    def rejected_table(self, obj: Decision) -> SafeString | str:
+        """Every rejected node with its reason and the rule re-derived from the policy version
+        the call used (docs/architecture.md, "The decision log")."""
+        decoded = self._decoded(obj)
+        whys = queries.why_not_all(obj, decoded)
+        rows = [(w.node, w.reason, w.detail) for w in whys if w.reason]
+        table = _table(("node", "reason", "why"), rows, "none")
+        missing = obj.rejected_count - len(rows)
+        if missing > 0:
+            return format_html("{}<p>{} more rejected, not recorded</p>", table, missing)
         return table
 
     @admin.display(description="dry-run would reject")
-    def dry_run_table(self, obj: Decision) -> str:
-        return _table(("node", "reason"), obj.dry_run_rejected, "none")
+    def dry_run_table(self, obj: Decision) -> SafeString | str:
+        return _table(("node", "reason"), self._decoded(obj).dry_run_rejected, "none")
 
     @admin.display(description="top scores")
-    def scores_table(self, obj: Decision) -> str:
-        return _table(("node", "score"), obj.top_scores, "not scored")
+    def scores_table(self, obj: Decision) -> SafeString | str:
+        return _table(("node", "score"), self._decoded(obj).top_scores, "not scored")
 
     @admin.display(description="policy versions")
-    def policy_versions_table(self, obj: Decision) -> str:
-        rows = sorted([name, version] for name, version in (obj.policy_versions or {}).items())
+    def policy_versions_table(self, obj: Decision) -> SafeString | str:
+        rows = sorted(self._decoded(obj).policy_versions.items())
         return _table(("policy", "version"), rows, "no active policy")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Decision | None = None) -> list[str]:
@@ -191,6 +285,7 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
             *(f.name for f in self.model._meta.fields),
             "duration",
             "explain_link",
+            "pod_table",
             "reasons_table",
             "rejected_table",
             "dry_run_table",
@@ -198,7 +293,7 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
             "policy_versions_table",
         ]
 
-    # The log is written by the extender and purged by retention only.
+    # The log is written by the extender and removed by retention only.
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 

@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 from collections.abc import Hashable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -219,16 +218,14 @@ def publish_queue_depth() -> None:
     metrics.DECISION_LOG_QUEUE_DEPTH.set(queue_depth())
 
 
-# --- the store in use until the partitioned store replaces it ---------------------------------
+# --- the store ---------------------------------------------------------------------------------
 
 
 def write_batch(batch: list[tuple[float, CallRecord]]) -> int:
-    """Insert one batch as :class:`~extender.models.Decision` rows; raises on failure."""
-    from extender.models import Decision
+    """Store one batch in the decision log (``extender.decisionlog.store``); raises on failure."""
+    from extender.decisionlog import store
 
-    rows = [decision_from_call(at, call) for at, call in batch]
-    Decision.objects.bulk_create(rows)
-    return len(rows)
+    return store.write_batch(batch)
 
 
 def write_counts(rows: list[tuple[int, str, int, int, int, int]]) -> None:
@@ -259,30 +256,11 @@ def _detailed(call: CallRecord) -> list[tuple[str, str]]:
 
 
 def decision_from_call(at: float, call: CallRecord) -> Decision:
-    """The row for one call (unsaved)."""
+    """The row for one call (unsaved; its nodes and reasons interned as the store does)."""
+    from extender.decisionlog import store
     from extender.models import Decision
 
-    rejected_count = len(call.rejected)
-    if call.verb in ("filter", "preempt", "schedule"):
-        rejected_count = max(rejected_count, call.nodes_in - call.nodes_out)
-    return Decision(
-        created_at=datetime.fromtimestamp(at, tz=UTC),
-        cluster=call.cluster[:63],
-        verb=call.verb[:16],
-        mode=call.mode[:8],
-        pod_namespace=call.pod_namespace[:253],
-        pod_name=call.pod_name[:253],
-        pod_uid=call.pod_uid[:64],
-        nodes_in=max(0, call.nodes_in),
-        nodes_out=max(0, call.nodes_out),
-        rejected=_pairs(_detailed(call), REJECTED_CAP),
-        rejected_count=rejected_count,
-        dry_run_rejected=_pairs(call.dry_run_rejected, REJECTED_CAP),
-        top_scores=_pairs(call.top_scores, TOP_SCORES_CAP),
-        duration_ms=round(call.duration_seconds * 1000.0, 4),
-        policy_versions=dict(call.policy_versions),
-        snapshot_revision=call.snapshot_revision,
-    )
+    return Decision(**dict(zip(store.COLUMNS, store.build_rows([(at, call)])[0], strict=True)))
 
 
 def reset() -> None:

@@ -1,6 +1,9 @@
-"""Decision-log retention: delete rows older than ``DECISION_LOG_RETENTION_DAYS``, in batches.
+"""Decision-log upkeep: create the next days' partitions and apply retention by dropping whole
+days (``extender.decisionlog.partitions``; on SQLite a DELETE of those days), with their hourly
+rollups.
 
-The hourly task ``extender.purge_decisions`` (``extender/tasks.py``) calls ``purge_expired``.
+The hourly task ``extender.purge_decisions`` (``extender/tasks.py``, on
+``CELERY_BEAT_SCHEDULE``) calls ``purge_expired``.
 """
 
 from __future__ import annotations
@@ -13,46 +16,38 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from extender.models import Decision
+from extender.decisionlog import partitions, rollups
 
 logger = logging.getLogger(__name__)
 
-PURGE_BATCH_ROWS = 5000
 PURGE_LOCK_KEY = "extender:purge-decisions:lock"
 PURGE_LOCK_SECONDS = 3600
+PARTITIONS_AHEAD_DAYS = 2
 
 
-def decisions_purge(*, older_than_days: int, batch_rows: int = PURGE_BATCH_ROWS) -> int:
-    """Delete decisions older than ``older_than_days``, in batches; returns the number deleted.
-
-    Small batches keep each transaction (and its locks) short while the extender keeps
-    inserting into the same table.
-    """
+def decisions_purge(*, older_than_days: int) -> int:
+    """Remove the decisions of every UTC day that ended more than ``older_than_days`` ago
+    (PostgreSQL: drop those days' partitions) and their hourly rollups; returns the rows
+    removed (on PostgreSQL the partitions' row estimates)."""
     cutoff = timezone.now() - timedelta(days=older_than_days)
-    deleted_total = 0
-    while True:
-        ids = list(
-            Decision.objects.filter(created_at__lt=cutoff)
-            .order_by()
-            .values_list("pk", flat=True)[:batch_rows]
-        )
-        if not ids:
-            return deleted_total
-        deleted, _ = Decision.objects.filter(pk__in=ids).delete()
-        deleted_total += deleted
-        if len(ids) < batch_rows:
-            return deleted_total
+    removed, dropped = partitions.drop_before(cutoff)
+    rollups.purge_before(partitions.day_start(cutoff))
+    if dropped:
+        logger.info("decision log: dropped partitions %s", ", ".join(dropped))
+    return removed
 
 
 def purge_expired() -> dict[str, Any]:
-    """Apply ``DECISION_LOG_RETENTION_DAYS``; a run that finds another still going skips."""
+    """Create the partitions ahead and apply ``DECISION_LOG_RETENTION_DAYS``; a run that finds
+    another still going skips."""
     if not cache.add(PURGE_LOCK_KEY, "1", PURGE_LOCK_SECONDS):
         return {"status": "skipped", "reason": "another purge is running"}
     try:
+        partitions.ensure_ahead(PARTITIONS_AHEAD_DAYS)
         days = settings.DECISION_LOG_RETENTION_DAYS
         deleted = decisions_purge(older_than_days=days)
     finally:
         cache.delete(PURGE_LOCK_KEY)
     if deleted:
-        logger.info("decision log: purged %d rows older than %d days", deleted, days)
+        logger.info("decision log: removed about %d rows older than %d days", deleted, days)
     return {"status": "ok", "deleted": deleted, "retention_days": days}

@@ -1,5 +1,5 @@
-"""Decision-log retention as an hourly task (on ``CELERY_BEAT_SCHEDULE``); the work is in
-``extender/retention.py``."""
+"""Decision-log upkeep as an hourly task (on ``CELERY_BEAT_SCHEDULE``): partitions ahead and
+retention; the work is in ``extender/retention.py``."""
 
 from __future__ import annotations
 

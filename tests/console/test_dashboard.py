@@ -10,7 +10,8 @@ from django.test import Client
 from django.utils import timezone
 
 from core.models import AuditEntry
-from extender.models import Decision
+from extender.decisionlog import store
+from extender.records import CallRecord
 from inventory.models import Cluster, SyncState
 from inventory.services import nodes_apply
 from policies.models import LabelAssignment, Policy
@@ -44,22 +45,28 @@ def viewer_client() -> Client:
 
 
 def decisions(count: int, *, refused_every: int = 3) -> None:
+    """``count`` filter calls written through the decision log's store (rows and rollups)."""
     now = timezone.now()
-    Decision.objects.bulk_create(
-        Decision(
-            created_at=now - timedelta(minutes=i % 1400),
-            cluster="demo",
-            verb="filter",
-            mode="names",
-            pod_namespace="ml",
-            pod_name=f"p{i}",
-            pod_uid=f"u{i}",
-            nodes_in=3,
-            nodes_out=0 if i % refused_every == 0 else 2,
-            rejected=[["n1", 'ml-on-gpu/ml pods need an A100 node (node has "A10G")']],
-            rejected_count=1,
-        )
-        for i in range(count)
+    store.write_batch(
+        [
+            (
+                (now - timedelta(minutes=i % 1400)).timestamp(),
+                CallRecord(
+                    verb="filter",
+                    cluster="demo",
+                    mode="names",
+                    pod_namespace="ml",
+                    pod_name=f"p{i}",
+                    pod_uid=f"u{i}",
+                    nodes_in=3,
+                    nodes_out=0 if i % refused_every == 0 else 2,
+                    duration_seconds=0.001,
+                    snapshot_revision=1,
+                    rejected=[("n1", "ml-on-gpu/ml pods need an A100 node")],
+                ),
+            )
+            for i in range(count)
+        ]
     )
 
 
@@ -78,7 +85,7 @@ def test_the_landing_page_answers_the_operator_questions(admin_client: Client) -
     assert "enforce" in html
     assert "create policy" in html or "create</" in html
     # Traffic: pods refused everywhere (every third of 30), linked to those decisions.
-    assert "<strong>10</strong> pods got 0 nodes" in html
+    assert "<strong>10</strong> filter calls left a pod 0 nodes" in html
     assert "outcome=no-nodes" in html
     assert "ml-on-gpu/ml pods need an A100 node" in html
     assert "<svg" in html
@@ -221,3 +228,21 @@ def test_every_admin_page_names_the_portals_favicon(admin_client: Client) -> Non
     html = admin_client.get("/admin/").content.decode()
     assert 'rel="icon" type="image/svg+xml"' in html
     assert finders.find("portal/favicon.svg")
+
+
+def test_the_traffic_panel_shows_what_the_decision_log_kept_and_shed(admin_client) -> None:
+    from extender.models import DecisionShed
+
+    hour = int(timezone.now().timestamp()) // 3600 * 3600
+    DecisionShed.objects.add_counts(
+        [
+            (hour, "demo", 120, 30, 2, 1),
+            (hour, "other", 5, 0, 0, 0),
+            (hour - 3 * 86400, "demo", 9, 9, 9, 9),
+        ]
+    )
+    html = admin_client.get("/admin/").content.decode()
+    assert "<strong>125</strong> recorded" in html
+    assert "<strong>30</strong> clean passes not recorded" in html
+    assert "<strong>2</strong> rejecting decisions lost" in html
+    assert "<strong>1</strong> refused by the database" in html

@@ -10,6 +10,7 @@ import pytest
 
 from extender import decision_writer, decisions, metrics
 from extender.decision_channel import ShedPolicy
+from extender.decisionlog import queries, store
 from extender.models import Decision, DecisionShed, shed_totals
 from extender.observe import record_call
 from extender.records import CallRecord
@@ -35,7 +36,7 @@ def decision_log(settings) -> Iterator[None]:
 
 
 @pytest.mark.django_db
-def test_a_call_becomes_one_row_with_capped_reasons_and_scores() -> None:
+def test_a_call_becomes_one_row_with_every_rejected_node_and_capped_scores() -> None:
     call = call_record(
         verb="filter",
         nodes_in=100,
@@ -51,13 +52,13 @@ def test_a_call_becomes_one_row_with_capped_reasons_and_scores() -> None:
     assert (row.pod_namespace, row.pod_name) == ("ml", "trainer-0")
     assert row.pod_uid == "8f1c2d3e-4b5a-4c6d-9e8f-0a1b2c3d4e5f"
     assert (row.nodes_in, row.nodes_out) == (100, 20)
-    assert len(row.rejected) == decisions.REJECTED_CAP
-    assert row.rejected[0] == ["node-0", "reason 0"]
+    decoded = queries.decode(row)
+    assert decoded.rejected == [(f"node-{i}", f"reason {i}") for i in range(80)]
     assert row.rejected_count == 80
-    assert len(row.top_scores) == decisions.TOP_SCORES_CAP
-    assert row.dry_run_rejected == [["node-a", "spread: ..."], ["node-b", "spread: ..."]]
+    assert len(decoded.top_scores) == decisions.TOP_SCORES_CAP
+    assert decoded.dry_run_rejected == [("node-a", "spread: ..."), ("node-b", "spread: ...")]
     assert row.duration_ms == pytest.approx(1.2345)
-    assert row.policy_versions == {"gpu-only": 3}
+    assert decoded.policy_versions == {"gpu-only": 3}
     assert row.snapshot_revision == 7
 
 
@@ -80,13 +81,13 @@ def test_record_call_reaches_the_log_through_the_writer_thread() -> None:
 @pytest.mark.usefixtures("decision_log")
 def test_calls_are_written_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     sizes: list[int] = []
-    real_bulk_create = Decision.objects.bulk_create
+    real_write_batch = store.write_batch
 
-    def spy(rows, *args, **kwargs):
-        sizes.append(len(rows))
-        return real_bulk_create(rows, *args, **kwargs)
+    def spy(batch):
+        sizes.append(len(batch))
+        return real_write_batch(batch)
 
-    monkeypatch.setattr(Decision.objects, "bulk_create", spy)
+    monkeypatch.setattr(store, "write_batch", spy)
     before = written()
     for i in range(1200):
         decisions.submit(call_record(pod_name=f"pod-{i}"))
@@ -228,7 +229,10 @@ def test_a_nul_byte_in_a_record_loses_nothing() -> None:
     assert (writer.written, writer.failed) == (20, 0)
     row = Decision.objects.get(pod_name__startswith="bad")
     assert row.pod_name == "bad\ufffdpod"
-    assert row.rejected == [["node-\ufffdc", "reason \ufffd here"]]
+    decoded = queries.decode(row)
+    assert decoded.rejected == [("node-\ufffdc", "reason \ufffd here")]
+    assert decoded.candidates == ["node-\ufffdc"]
+    assert decoded.pod_labels == {"app\ufffd": "x\ufffdy"}
     assert Decision.objects.count() == 20
 
 

@@ -9,15 +9,18 @@ from django.contrib.auth.models import Group, User
 from django.core.cache import cache
 from django.utils import timezone
 
+from extender.decisionlog import store
 from extender.models import Decision
+from extender.records import CallRecord
 from extender.retention import PURGE_LOCK_KEY, decisions_purge
 from extender.tasks import purge_decisions
 from portal.celery import app
 
 
 def decision(days_old: float, **fields) -> Decision:
+    """One call written through the decision log's store; ``fields`` are CallRecord fields
+    (``rejected_count`` sets how many nodes the call rejected in all)."""
     values = {
-        "created_at": timezone.now() - timedelta(days=days_old),
         "cluster": "c1",
         "verb": "filter",
         "mode": "names",
@@ -26,15 +29,22 @@ def decision(days_old: float, **fields) -> Decision:
         "pod_uid": "uid-0",
         "nodes_in": 3,
         "nodes_out": 1,
-        "rejected": [["node-b", "gpu-only: label gpu In [a100]: no gpu label"]],
-        "rejected_count": 2,
-        "top_scores": [["node-a", 10]],
-        "duration_ms": 0.42,
+        "rejected": [("node-b", "gpu-only/no gpu label")],
+        "top_scores": [("node-a", 10)],
+        "duration_seconds": 0.00042,
         "policy_versions": {"gpu-only": 3},
         "snapshot_revision": 7,
     }
+    rejected_count = fields.pop("rejected_count", None)
+    if "created_at" in fields:
+        at = fields.pop("created_at").timestamp()
+    else:
+        at = (timezone.now() - timedelta(days=days_old)).timestamp()
     values.update(fields)
-    return Decision.objects.create(**values)
+    if rejected_count is not None:
+        values["nodes_in"] = values["nodes_out"] + rejected_count
+    assert store.write_batch([(at, CallRecord(**values))]) == 1
+    return Decision.objects.order_by("-id").first()
 
 
 @pytest.mark.django_db
@@ -42,8 +52,8 @@ def test_purge_removes_old_rows_only_and_is_idempotent() -> None:
     old = [decision(days_old=8 + i, pod_name=f"old-{i}") for i in range(5)]
     recent = [decision(days_old=6.9, pod_name="recent"), decision(days_old=0, pod_name="now")]
 
-    assert decisions_purge(older_than_days=7, batch_rows=2) == len(old)
-    assert decisions_purge(older_than_days=7, batch_rows=2) == 0
+    assert decisions_purge(older_than_days=7) == len(old)
+    assert decisions_purge(older_than_days=7) == 0
     assert sorted(Decision.objects.values_list("pk", flat=True)) == sorted(d.pk for d in recent)
 
 
@@ -87,7 +97,7 @@ def test_admin_lists_decisions(admin_client) -> None:
 def test_admin_filters_and_searches(admin_client) -> None:
     decision(days_old=0, pod_name="wanted", verb="prioritize")
     decision(days_old=0, pod_name="other", verb="filter")
-    body = admin_client.get("/admin/extender/decision/?verb__exact=prioritize").content.decode()
+    body = admin_client.get("/admin/extender/decision/?verb=prioritize").content.decode()
     assert "ml/wanted" in body
     assert "ml/other" not in body
     body = admin_client.get("/admin/extender/decision/?q=wanted").content.decode()
@@ -101,8 +111,8 @@ def test_admin_detail_shows_reasons_scores_and_versions(admin_client) -> None:
     response = admin_client.get(f"/admin/extender/decision/{row.pk}/change/")
     assert response.status_code == 200
     body = response.content.decode()
-    assert "gpu-only: label gpu In [a100]: no gpu label" in body
-    assert "39 more not recorded" in body
+    assert "gpu-only/no gpu label" in body
+    assert "39 more rejected, not recorded" in body
     assert "<td>node-a</td><td>10</td>" in body
     assert "<td>gpu-only</td><td>3</td>" in body
 

@@ -3,11 +3,14 @@ dry-run, pod selection, unknown nodes and label assignments (docs/semantics.md).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
-from extender import decisions, observe
+from extender import observe
+from extender.decisionlog import queries, store
+from extender.models import Decision
 from extender.records import CallRecord
 from inventory.models import Cluster
 from policies.services import label_assignment_create, policy_create
@@ -169,9 +172,12 @@ def test_wire_reason_names_policy_and_rule_the_log_adds_the_observed_value(
     assert run_filter()["FailedAndUnresolvableNodes"][node] == wire_reason
     record = records[-1]
     assert dict(record.rejected)[node] == wire_reason
-    # The decision log writes the full story.
-    row = decisions.decision_from_call(0.0, record)
-    assert [node, detail] in row.rejected
+    # The decision log keeps the wire reason and re-derives the full story from the policy's
+    # recorded version when asked.
+    assert store.write_batch([(time.time(), record)]) == 1
+    why = queries.why_not(Decision.objects.get(), node)
+    assert why.reason == wire_reason
+    assert why.detail.startswith(detail), why.detail
 
 
 WEIGHT_CASES = [

@@ -63,7 +63,8 @@ def world(db):
     and one decision-log row."""
     from django.utils import timezone
 
-    from extender.models import Decision
+    from extender.decisionlog import store
+    from extender.records import CallRecord
     from tests.factories import load_nodes, make_assignment, make_cluster, make_policy, node_object
 
     prod = make_cluster("prod", is_default=True)
@@ -78,16 +79,19 @@ def world(db):
     )
     make_policy()
     make_assignment()
-    Decision.objects.create(
-        created_at=timezone.now(),
-        cluster="prod",
+    call = CallRecord(
         verb="filter",
+        cluster="prod",
         mode="names",
         pod_namespace="ml",
         pod_name="train-0",
+        pod_uid="",
         nodes_in=3,
         nodes_out=1,
+        duration_seconds=0.0,
+        snapshot_revision=0,
     )
+    store.write_batch([(timezone.now().timestamp(), call)])
     return {"prod": prod}
 
 

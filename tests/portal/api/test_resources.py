@@ -6,7 +6,8 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from extender.models import Decision
+from extender.decisionlog import store
+from extender.records import CallRecord
 from inventory.models import Node
 from policies.models import Policy
 from tests.factories import make_assignment, node_object, policy_data
@@ -266,14 +267,20 @@ def test_audit_filters(editor, viewer, world):
 
 
 def test_decision_filters(viewer, world):
-    Decision.objects.create(
-        created_at=timezone.now(),
-        cluster="kube",
+    call = CallRecord(
         verb="prioritize",
+        cluster="kube",
         mode="names",
         pod_namespace="web",
         pod_name="api-1",
+        pod_uid="",
+        nodes_in=2,
+        nodes_out=2,
+        duration_seconds=0.0,
+        snapshot_revision=0,
+        top_scores=[("cpu-1", 10), ("gpu-1", 3)],
     )
+    store.write_batch([(timezone.now().timestamp(), call)])
 
     def pods(query: str) -> list[str]:
         return [d["pod_name"] for d in viewer.get(f"/api/v1/decisions/{query}").json()["results"]]
@@ -283,6 +290,10 @@ def test_decision_filters(viewer, world):
     assert pods("?namespace=web") == ["api-1"]
     assert pods("?pod=train-0") == ["train-0"]
     assert pods("?verb=prioritize") == ["api-1"]
+    assert pods("?node=gpu-1") == ["api-1"]
+    assert pods("?node=nowhere") == []
+    scored = viewer.get("/api/v1/decisions/?pod=api-1").json()["results"][0]
+    assert scored["top_scores"] == [["cpu-1", 10], ["gpu-1", 3]]
 
 
 # --- root, schema, docs ----------------------------------------------------------------------

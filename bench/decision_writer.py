@@ -320,7 +320,7 @@ def fill_expired(n: int) -> None:
 
 def bench_retention(rows: list[str], env: dict[str, str], body: bytes) -> None:
     from bench.extender_http import open_loop, percentile, start_serve_extender, wait_ready
-    from extender.tasks import decisions_purge
+    from extender.retention import decisions_purge
 
     fill_expired(EXPIRED_ROWS)
     server = start_serve_extender("log on", env)

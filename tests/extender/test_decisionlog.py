@@ -15,7 +15,7 @@ from django.utils import timezone
 from extender.decisionlog import codec, partitions, queries, rollups, store
 from extender.models import Decision, DecisionNode, DecisionRollup
 from extender.records import CallRecord
-from extender.tasks import decisions_purge
+from extender.retention import decisions_purge
 from tests.factories import load_nodes, make_cluster, make_policy, node_object
 
 pytestmark = pytest.mark.django_db

@@ -40,7 +40,9 @@ class Extension(Protocol):
     managed resources)."""
 
     name: str
-    resources: frozenset[str]
+
+    @property
+    def resources(self) -> frozenset[str]: ...
 
     def prepare(self, cluster: str, pod: QueuedPod) -> NodeCheck | None: ...
 

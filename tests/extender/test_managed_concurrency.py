@@ -24,9 +24,9 @@ from inventory.pod_services import pods_apply
 from inventory.pod_watch import list_pods
 from resources.models import Reservation
 from tests.factories import make_cluster
-from tests.support.portal_server import ExtenderServer, database_url, shared_database_target
 from tests.resources.support import LICENSE, license_resource, licensed_nodes, pod_object
 from tests.support.fake_kube import FakeKubeServer
+from tests.support.portal_server import ExtenderServer, database_url, shared_database_target
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

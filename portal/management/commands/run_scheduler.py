@@ -20,6 +20,8 @@ from core.singleton import SingletonLock, wait_for_lock, watch_lock
 from extender import decisions
 from extender.records import CallRecord
 from inventory.models import Cluster
+from resources.scheduling import ManagedResourcesExtension
+from scheduler import hooks
 from scheduler.loop import ScheduleRecord, run_clusters
 from scheduler.metrics import LEADER
 
@@ -96,6 +98,9 @@ class Command(BaseCommand):
         LEADER.set(1)
         self.stdout.write(f"scheduling for {name or 'every cluster with a scheduler name'}")
         record = None if options["no_decision_log"] else record_decision
+        # Managed resources (docs/managed-resources.md): counted, reserved at placement and given
+        # back when a binding fails, in the same ledger as the extender's binds.
+        hooks.register(ManagedResourcesExtension())
         try:
             run_clusters(stop, record=record, cluster_name=name, refresh_seconds=options["refresh"])
         finally:

@@ -1,0 +1,105 @@
+"""Managed resources in the portal's own scheduler (docs/managed-resources.md, "The own
+scheduler"): the extension ``run_scheduler`` registers with ``scheduler.hooks``.
+
+Structural: this module does not import the scheduler. For each attempt it reads the free amounts
+once (``accounting.free_by_node``) and rejects the nodes short of what the pod requests with
+the extender's reason (``insufficient <resource>``); when the scheduler picks a node it reserves
+there through ``services.reserve`` — the same check-and-reserve under the cluster's ledger lock
+the extender's bind uses, so the scheduler and every extender replica share one count — and
+gives the reservation back when the binding fails. A reservation the binding confirmed ends when
+the pod inventory sees the pod bound, as for the extender.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from engine.managed import insufficient_reason
+from inventory.models import Cluster
+from resources.accounting import free_by_node
+from resources.models import ManagedResource, Reservation
+from resources.services import (
+    InsufficientCapacity,
+    PodRef,
+    release,
+    reservation_seconds,
+    reserve,
+)
+
+# How long the set of managed resource names is reused before it is read again.
+NAMES_TTL_SECONDS = 5.0
+
+
+class ManagedResourcesExtension:
+    """``scheduler.hooks.Extension`` for managed resources."""
+
+    name = "managed-resources"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._names: frozenset[str] = frozenset()
+        self._names_read = 0.0
+        # (cluster, pod uid) -> (when, reservations): what to give back if the binding fails.
+        # A binding that succeeds leaves its entry to age out (the reservation itself ends when
+        # the inventory sees the pod bound, or expires).
+        self._held: dict[tuple[str, str], tuple[float, list[Reservation]]] = {}
+
+    @property
+    def resources(self) -> frozenset[str]:
+        """Every cluster's managed resource names: the basic fit leaves them to this extension."""
+        now = time.monotonic()
+        if now - self._names_read > NAMES_TTL_SECONDS:
+            self._names = frozenset(ManagedResource.objects.values_list("name", flat=True))
+            self._names_read = now
+        return self._names
+
+    def _wanted(self, pod: Any) -> dict[str, int]:
+        names = self.resources
+        return {r: v for r, v in pod.spec.requests.items() if r in names and v > 0}
+
+    def prepare(self, cluster: str, pod: Any) -> Any:
+        wanted = self._wanted(pod)
+        if not wanted:
+            return None
+        found = Cluster.objects.filter(name=cluster).first()
+        if found is None:
+            return None
+        free = free_by_node(found)
+        # A resource not managed in this cluster is left to the node's allocatable, as the
+        # extender leaves it; the others are judged against what is free.
+        wanted = {r: v for r, v in wanted.items() if r in free}
+
+        def check(node: str) -> str | None:
+            for resource, amount in wanted.items():
+                if free[resource].get(node, 0) < amount:
+                    return insufficient_reason(resource)
+            return None
+
+        return check if wanted else None
+
+    def reserve(self, cluster: str, pod: Any, node: str) -> str | None:
+        if not self._wanted(pod):
+            return None
+        found = Cluster.objects.filter(name=cluster).first()
+        if found is None:
+            return None
+        ref = PodRef(pod.namespace, pod.name, pod.uid, dict(pod.spec.requests))
+        try:
+            held = reserve(found, ref, node)
+        except InsufficientCapacity as error:
+            return insufficient_reason(error.resource)
+        now = time.monotonic()
+        with self._lock:
+            horizon = now - reservation_seconds()
+            for key in [k for k, (at, _) in self._held.items() if at < horizon]:
+                del self._held[key]
+            if held:
+                self._held[(cluster, pod.uid)] = (now, held)
+        return None
+
+    def release(self, cluster: str, pod: Any, node: str) -> None:
+        with self._lock:
+            _, held = self._held.pop((cluster, pod.uid), (0.0, []))
+        release(held)

@@ -11,6 +11,18 @@ from rest_framework.test import APIClient
 from core import tokens
 from core.roles import ROLES, sync_roles
 
+# The fixtures each tests/<app>/api/conftest.py takes (a star import).
+__all__ = [
+    "admin_client",
+    "clients",
+    "editor",
+    "fresh_snapshot",
+    "queued_syncs",
+    "role_users",
+    "viewer",
+    "world",
+]
+
 
 def _user_with_role(role: str):
     user = get_user_model().objects.create_user(username=f"{role}-user", password="x")

@@ -16,6 +16,17 @@ from policies.services import label_assignment_create, policy_create
 from tests.support.browser import CHROMIUM
 from tests.support.ui_helpers import node_object
 
+# The fixtures each tests/<app>/ui/conftest.py takes (a star import).
+__all__ = [
+    "assignment",
+    "browser",
+    "cluster",
+    "editor_client",
+    "nodes",
+    "policy",
+    "viewer_client",
+]
+
 
 @pytest.fixture
 def cluster(admin_user: User) -> Cluster:

@@ -60,10 +60,10 @@ BATCH_SECONDS = 0.5
 # How often counts are persisted and acknowledgements sent.
 COUNTS_SECONDS = 2.0
 ACK_SECONDS = 0.5
-# A batch that fails with the database unreachable is tried again this often, this many times,
-# before it is stored record by record (each failure then counted).
+# A batch that fails with the database unreachable is tried again this often, for this long
+# (DECISION_LOG_OUTAGE_SECONDS), before it is stored record by record (each failure counted).
 RETRY_SECONDS = 1.0
-RETRIES = 30
+OUTAGE_SECONDS = 30.0
 EXIT_FLUSH_SECONDS = 5.0
 # Candidate lists the writer process keeps decoded (and cleaned), shared by the records.
 CANDIDATE_LISTS = 64
@@ -171,8 +171,10 @@ class Writer:
         counts_store: CountsStore | None,
         report: Report | None = None,
         retry_seconds: float = RETRY_SECONDS,
+        outage_seconds: float = OUTAGE_SECONDS,
         max_bytes: int = 0,
     ) -> None:
+        self.retries = max(0, round(outage_seconds / retry_seconds)) if retry_seconds > 0 else 0
         self.policy = ShedPolicy(capacity, sample_every, max_bytes)
         self.size = 0  # estimated bytes of the queued records
         self._size_lock = threading.Lock()
@@ -285,7 +287,7 @@ class Writer:
                 break
             except Exception as exc:
                 _reset_connection()
-                if _unreachable(exc) and attempt < RETRIES and not self.retired:
+                if _unreachable(exc) and attempt < self.retries and not self.retired:
                     attempt += 1
                     if attempt == 1:
                         logger.warning("decision log: database unreachable, retrying: %s", exc)
@@ -600,6 +602,7 @@ def run_process(
     counts_store: CountsStore | None,
     parent_pid: int | None = None,
     max_bytes: int = 0,
+    outage_seconds: float = OUTAGE_SECONDS,
 ) -> None:
     """The writer process's main: serve until SIGTERM, SIGINT or the parent's exit, then store
     what is queued (for at most :data:`EXIT_FLUSH_SECONDS`)."""
@@ -609,6 +612,7 @@ def run_process(
         store=store,
         counts_store=counts_store,
         max_bytes=max_bytes,
+        outage_seconds=outage_seconds,
     )
     server = Server(path, writer, parent_pid)
 

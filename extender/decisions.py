@@ -101,6 +101,7 @@ class _ThreadSink:
             counts_store=lambda rows: write_counts(rows),
             report=_report,
             max_bytes=_max_bytes(),
+            outage_seconds=getattr(settings, "DECISION_LOG_OUTAGE_SECONDS", 30.0),
         )
         self.writer.start()
 

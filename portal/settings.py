@@ -286,6 +286,9 @@ DECISION_LOG_SOCKET = Path(
     os.environ.get("DECISION_LOG_SOCKET", VAR_DIR / "extender" / "decision-log.sock")
 )
 DECISION_LOG_SAMPLE_EVERY = env_int("DECISION_LOG_SAMPLE_EVERY", 10)
+# How long the writer holds a batch while the database is unreachable before its records are
+# counted lost (decision_log_dropped_total{reason="write_error"}); the extender never waits.
+DECISION_LOG_OUTAGE_SECONDS = float(os.environ.get("DECISION_LOG_OUTAGE_SECONDS", "30"))
 # Each queue (every extender process's, the writer's) is also bounded in bytes: a record of a
 # 5,000-node call carries 5,000 candidate names (~200 KB).
 DECISION_LOG_QUEUE_BYTES = env_int("DECISION_LOG_QUEUE_BYTES", 256 * 1024 * 1024)

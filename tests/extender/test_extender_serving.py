@@ -200,7 +200,11 @@ def test_database_unreachable_keeps_answering_and_reports_stale(
 ) -> None:
     policy_create(actor=None, data=GPU_ONLY)
     server = start_server(
-        REDIS_URL="", EXTENDER_STALE_SECONDS=str(STALE_SECONDS), EXTENDER_POLL_SECONDS="0.5"
+        REDIS_URL="",
+        EXTENDER_STALE_SECONDS=str(STALE_SECONDS),
+        EXTENDER_POLL_SECONDS="0.5",
+        # The writer process gives an unreachable database 2 s before it counts records lost.
+        DECISION_LOG_OUTAGE_SECONDS="2",
     )
     warm_up(server, ["gpu-1"])
     baseline = server.post(FILTER, REQUEST).json()

@@ -7,12 +7,14 @@ when a node is added."""
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter, defaultdict
 from typing import Any
 
 import pytest
 
-from extender.decisions import decision_from_call
+from extender.decisionlog import store
+from extender.models import Decision
 from extender.records import CallRecord
 from policies.compile import current_snapshot
 from portal.management.commands.run_scheduler import RECORD_FIELDS
@@ -302,9 +304,10 @@ def test_two_hundred_pods_on_fifty_nodes(harness: Harness) -> None:
     call = CallRecord(**{f: getattr(record, f) for f in RECORD_FIELDS})
     assert (call.nodes_in, call.nodes_out) == (50, 0)
     assert call.rejected
-    row = decision_from_call(0.0, call)
-    row.save()  # the decision log's own row, as its writer makes it
-    assert (row.verb, row.pod_name, row.rejected_count) == ("schedule", "job-009", 50)
+    # Stored as the decision log's writer stores it; a 0-node schedule attempt counts as such.
+    assert store.write_batch([(time.time(), call)]) == 1
+    row = Decision.objects.get(verb="schedule", pod_name="job-009")
+    assert (row.rejected_count, row.outcome) == (50, store.NO_NODES)
     placed = next(r for r in harness.records if r.pod_name == "job-000")
     assert placed.candidates == [bound["default/job-000"]]
     assert placed.top_scores[0][0] == bound["default/job-000"]

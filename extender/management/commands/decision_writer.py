@@ -55,4 +55,5 @@ class Command(BaseCommand):
             counts_store=counts_store,
             parent_pid=options["parent_pid"],
             max_bytes=settings.DECISION_LOG_QUEUE_BYTES,
+            outage_seconds=settings.DECISION_LOG_OUTAGE_SECONDS,
         )

@@ -77,7 +77,7 @@ class FixedChoiceFilter(admin.SimpleListFilter):
 
 class VerbFilter(FixedChoiceFilter):
     title = parameter_name = field = "verb"
-    values = ("filter", "prioritize", "preempt", "bind")
+    values = ("filter", "prioritize", "preempt", "bind", "schedule")
 
 
 class ModeFilter(FixedChoiceFilter):

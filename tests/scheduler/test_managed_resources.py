@@ -55,8 +55,10 @@ def test_pods_fill_the_licenses_and_no_node_is_overcommitted(
 
     # The events are written by the scheduler's workers: wait for the two pods left over.
     harness.run_until(
-        lambda: len(harness.bound()) == 3
-        and len({e["involvedObject"]["name"] for e in harness.events("FailedScheduling")}) == 2
+        lambda: (
+            len(harness.bound()) == 3
+            and len({e["involvedObject"]["name"] for e in harness.events("FailedScheduling")}) == 2
+        )
     )
     per_node = Counter(harness.bound().values())
     assert per_node == {"one": 1, "two": 2}

@@ -4,8 +4,8 @@ Why the extender stays on waitress is docs/adr/0007-extender-server-stays-waitre
 script produces its figures (``bench/results/granian.md``). granian is not a dependency: give
 the Python of an environment that has the project's requirements and granian installed::
 
-    python3.11 -m venv var/granian-venv && var/granian-venv/bin/pip install -r requirements.txt granian
-    .venv/bin/python bench/granian_eval.py --granian-python var/granian-venv/bin/python
+    python3.11 -m venv var/granian && var/granian/bin/pip install -r requirements.txt granian
+    .venv/bin/python bench/granian_eval.py --granian-python var/granian/bin/python
 
 The extender's WSGI application (``extender.server.application``: the verbs and the probes)
 runs under granian (one worker, eight blocking threads, HTTP/1.1) and under

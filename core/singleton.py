@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import connections
@@ -123,3 +124,46 @@ def watch_lock(
     thread = threading.Thread(target=run, name=f"{lock.name}-lock", daemon=True)
     thread.start()
     return thread
+
+
+class LeadershipLost(Exception):
+    """The leader lock went while acting (its database session ended): a standby takes over."""
+
+
+@contextmanager
+def leadership(
+    lock: SingletonLock,
+    stop: threading.Event,
+    *,
+    poll: float,
+    say: Callable[[str], None],
+    warn: Callable[[str], None],
+    gauge: Any = None,
+) -> Iterator[bool]:
+    """Act as ``lock``'s holder for the ``with`` body, as a long-running command does.
+
+    Waits as a standby until the lock is held; the body gets False when ``stop`` came first (it
+    should return). While the body runs the lock is watched: losing it sets ``stop`` so the body
+    winds down, and ``LeadershipLost`` is raised once it has. ``gauge`` (a metric) reads 1 while
+    leading; the lock is released on the way out."""
+    if not wait_for_lock(lock, stop, poll=poll, say=say):
+        yield False
+        return
+    lost = threading.Event()
+
+    def on_lost() -> None:
+        warn("lost the leader lock; stopping so a standby takes over")
+        lost.set()
+        stop.set()
+
+    watch_lock(lock, stop, poll=poll, on_lost=on_lost)
+    if gauge is not None:
+        gauge.set(1)
+    try:
+        yield True
+    finally:
+        if gauge is not None:
+            gauge.set(0)
+        lock.release()
+    if lost.is_set():
+        raise LeadershipLost(lock.name)

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.metrics import serve_metrics
-from core.singleton import SingletonLock, wait_for_lock, watch_lock
+from core.singleton import LeadershipLost, SingletonLock, leadership
 from inventory import sources
 from inventory.metrics import watcher_leader
 from inventory.models import Cluster
@@ -86,19 +86,18 @@ class Command(BaseCommand):
         # One watcher acts, any others stand by (core.singleton): two would both write
         # every cluster's nodes.
         lock = SingletonLock(f"watch_nodes:{name}" if name else "watch_nodes")
-        poll = options["lock_poll"]
-        if not wait_for_lock(lock, stop, poll=poll, say=self.stdout.write):
-            self.stdout.write("stopped")
-            return
-        lost = threading.Event()
+        say, warn = self.stdout.write, self.stderr.write
+        try:
+            with leadership(
+                lock, stop, poll=options["lock_poll"], say=say, warn=warn, gauge=leader
+            ) as leading:
+                if leading:
+                    self._watch(stop, name, options)
+        except LeadershipLost as exc:
+            raise CommandError("lost the leader lock") from exc
+        self.stdout.write("stopped")
 
-        def on_lost() -> None:
-            self.stderr.write("lost the leader lock; stopping so a standby takes over")
-            lost.set()
-            stop.set()
-
-        watch_lock(lock, stop, poll=poll, on_lost=on_lost)
-        leader.set(1)
+    def _watch(self, stop: threading.Event, name: str | None, options: dict[str, Any]) -> None:
         kinds: tuple[type[ResourceWatcher], ...] = (ClusterWatcher,)
         what = "nodes"
         if not options["no_pods"]:
@@ -109,11 +108,4 @@ class Command(BaseCommand):
             requeuer = Requeuer(debounce=options["requeue_debounce"])
             threading.Thread(target=requeuer.run, args=(stop,), name="requeue", daemon=True).start()
         self.stdout.write(f"watching {what} of {name or 'every enabled Kubernetes cluster'}")
-        try:
-            watch_clusters(stop, cluster_name=name, refresh_seconds=options["refresh"], kinds=kinds)
-        finally:
-            leader.set(0)
-            lock.release()
-        if lost.is_set():
-            raise CommandError("lost the leader lock")
-        self.stdout.write("stopped")
+        watch_clusters(stop, cluster_name=name, refresh_seconds=options["refresh"], kinds=kinds)

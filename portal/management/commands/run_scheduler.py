@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.metrics import serve_metrics
-from core.singleton import SingletonLock, wait_for_lock, watch_lock
+from core.singleton import LeadershipLost, SingletonLock, leadership
 from extender import decisions
 from extender.records import CallRecord
 from inventory.models import Cluster
@@ -83,19 +83,18 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
         lock = SingletonLock(f"run_scheduler:{name}" if name else "run_scheduler")
-        poll = options["lock_poll"]
-        if not wait_for_lock(lock, stop, poll=poll, say=self.stdout.write):
-            self.stdout.write("stopped")
-            return
-        lost = threading.Event()
+        say, warn = self.stdout.write, self.stderr.write
+        try:
+            with leadership(
+                lock, stop, poll=options["lock_poll"], say=say, warn=warn, gauge=LEADER
+            ) as leading:
+                if leading:
+                    self._schedule(stop, name, options)
+        except LeadershipLost as exc:
+            raise CommandError("lost the leader lock") from exc
+        self.stdout.write("stopped")
 
-        def on_lost() -> None:
-            self.stderr.write("lost the leader lock; stopping so a standby takes over")
-            lost.set()
-            stop.set()
-
-        watch_lock(lock, stop, poll=poll, on_lost=on_lost)
-        LEADER.set(1)
+    def _schedule(self, stop: threading.Event, name: str | None, options: dict[str, Any]) -> None:
         self.stdout.write(f"scheduling for {name or 'every cluster with a scheduler name'}")
         record = None if options["no_decision_log"] else record_decision
         # Managed resources (docs/managed-resources.md): counted, reserved at placement and given
@@ -104,10 +103,5 @@ class Command(BaseCommand):
         try:
             run_clusters(stop, record=record, cluster_name=name, refresh_seconds=options["refresh"])
         finally:
-            LEADER.set(0)
-            lock.release()
             if record is not None:
                 decisions.flush(5.0)
-        if lost.is_set():
-            raise CommandError("lost the leader lock")
-        self.stdout.write("stopped")

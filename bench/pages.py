@@ -189,20 +189,28 @@ def seed_decisions_sql(reasons: list[str]) -> dict:
     node_ids = dimensions.node_ids("prod", [f"node-{i:05d}" for i in range(NODES)])
     base = min(node_ids.values())
     assert max(node_ids.values()) - base == NODES - 1, "node ids are not contiguous"
-    reason_ids = sorted(dimensions.reason_ids(reasons).values())
-    dry_reason = dimensions.reason_ids([store.dry_reason("policy-000/zone (zone-b)")])[
-        store.dry_reason("policy-000/zone (zone-b)")
-    ]
     shapes = [
         dimensions.shape_id({"app": f"app-{n}", "pod-template-hash": "7d9c6b5f4"}, {"cpu": "500m"})
         for n in range(20)
     ]
     policy_set = dimensions.policy_set_id({f"policy-{p:03d}": 1 for p in range(0, POLICIES, 4)})
+    # The node sets of POOL production calls, packed by the store itself; row g takes those of
+    # call g % POOL (each node set is ~48 rejected nodes among a window of 500 candidates).
+    pool = store.build_rows([production_call(i, reasons, now) for i in range(POOL)])
+    packed = [store.COLUMNS.index(name) for name in POOL_COLUMNS]
     per_day = DECISIONS // DAYS
     today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     days = [today - timedelta(days=d) for d in range(DAYS - 1, -1, -1)]
     partitions.ensure({d.date() for d in days})
     with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMPORARY TABLE bench_pool (k integer PRIMARY KEY, "
+            + ", ".join(f"{name} bytea" for name in POOL_COLUMNS)
+            + ")"
+        )
+        with cursor.cursor.copy(f"COPY bench_pool (k, {', '.join(POOL_COLUMNS)}) FROM STDIN") as c:
+            for k, row in enumerate(pool):
+                c.write_row([k, *(row[i] for i in packed)])
         cursor.execute("SET synchronous_commit = off")
         cursor.execute("SET statement_timeout = 0")
         cursor.execute("SET maintenance_work_mem = '256MB'")
@@ -215,13 +223,9 @@ def seed_decisions_sql(reasons: list[str]) -> dict:
                     "n": per_day,
                     "span": span,
                     "d": d,
-                    "base": base,
-                    "nodes": NODES,
                     "cands": CANDIDATES,
                     "rej": REJECTED,
-                    "reasons": reason_ids,
-                    "nreasons": len(reason_ids),
-                    "dry": dry_reason,
+                    "pool": POOL,
                     "shape0": min(shapes),
                     "policies": policy_set,
                     "first": first,
@@ -255,8 +259,11 @@ def seed_decisions_sql(reasons: list[str]) -> dict:
     return {"node": "node-00042", "rows": per_day * DAYS, "days": DAYS}
 
 
-# One day of filter calls: 48 rejected nodes each among a window of 500 candidates (two
-# reasons), a dry-run rejection on every tenth call, one in 97 left with 0 nodes.
+# One day of filter calls: the node sets of the pool's production calls (48 rejected nodes each
+# among a window of 500 candidates, two reasons, a dry-run rejection on every tenth), one in 97
+# left with 0 nodes.
+POOL = 5000
+POOL_COLUMNS = ("candidates", "rejected_nodes", "rejected_reasons", "dry_nodes", "dry_reasons")
 DAY_SQL = """
 INSERT INTO extender_decision (created_at, cluster, verb, mode, outcome, pod_namespace, pod_name,
     pod_uid, nodes_in, nodes_out, rejected_count, duration_ms, snapshot_revision, shape_id,
@@ -269,25 +276,15 @@ SELECT
     'team-' || (g %% 20),
     'app-' || (g %% 500) || '-' || substr(md5(g::text), 1, 9) || '-'
         || substr(md5(%(d)s || g::text), 1, 5),
-    md5(%(d)s || '-' || g::text)::uuid::text,
+    md5(%(d)s || '-' || g::text)::uuid,
     %(cands)s,
     CASE WHEN g %% 97 = 0 THEN 0 ELSE %(cands)s - %(rej)s END,
     %(rej)s, 1.1, 42,
     %(shape0)s + g %% 20,
     %(policies)s,
-    CASE WHEN (g * 13) %% %(nodes)s + %(cands)s <= %(nodes)s
-        THEN ARRAY[%(base)s + (g * 13) %% %(nodes)s, %(base)s + (g * 13) %% %(nodes)s + %(cands)s]
-        ELSE ARRAY[%(base)s, %(base)s + (g * 13) %% %(nodes)s + %(cands)s - %(nodes)s,
-                   %(base)s + (g * 13) %% %(nodes)s, %(base)s + %(nodes)s] END,
-    ARRAY(SELECT %(base)s + ((g * 13) + ((g * 7 + k * 10) %% %(cands)s)) %% %(nodes)s
-          FROM generate_series(0, %(rej)s - 1) k),
-    ARRAY[(%(reasons)s::int[])[1 + g %% %(nreasons)s], 40,
-          (%(reasons)s::int[])[1 + (g + 3) %% %(nreasons)s], 8],
-    CASE WHEN g %% 10 = 0 THEN ARRAY[%(base)s + ((g * 13) + (g * 7) %% %(cands)s) %% %(nodes)s]
-        ELSE '{}'::int[] END,
-    CASE WHEN g %% 10 = 0 THEN ARRAY[%(dry)s, 1] ELSE '{}'::int[] END,
-    '{}'::int[], '{}'::int[]
-FROM generate_series(%(first)s, %(last)s) g
+    p.candidates, p.rejected_nodes, p.rejected_reasons, p.dry_nodes, p.dry_reasons,
+    NULL, NULL
+FROM generate_series(%(first)s, %(last)s) g JOIN bench_pool p ON p.k = g %% %(pool)s
 """
 
 

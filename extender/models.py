@@ -13,12 +13,12 @@ from typing import Any
 
 from django.db import models
 
+from core.packing import pack, unpack
+
 
 class IdArrayField(models.Field):  # type: ignore[type-arg]  # not subscriptable at runtime
-    """Node ids, reason runs, scores: a flat list of ints, never null (empty list instead):
-    ``integer[]`` on PostgreSQL (GIN-indexable), JSON text elsewhere."""
-
-    description = "A list of integers"
+    """The decision log's first layout (``integer[]``, JSON text elsewhere), kept because
+    migration 0003 names it; :class:`PackedIdsField` replaced it in 0004."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("default", list)
@@ -28,21 +28,50 @@ class IdArrayField(models.Field):  # type: ignore[type-arg]  # not subscriptable
     def db_type(self, connection: Any) -> str:
         return "integer[]" if connection.vendor == "postgresql" else "text"
 
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        # The default a migration adds the column with: [] as the column's type holds it.
+        ints = [int(v) for v in (value or ())]
+        return ints if connection.vendor == "postgresql" else json.dumps(ints)
+
+
+class PackedIdsField(models.BinaryField):  # type: ignore[type-arg]  # not subscriptable at runtime
+    """Node ids, reason runs, scores: a list of ints in Python, packed bytes in the database
+    (``core.packing``: ~1 byte a node), NULL for an empty list."""
+
+    description = "A list of integers, packed"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("default", list)
+        kwargs.setdefault("blank", True)
+        kwargs.setdefault("null", True)
+        super().__init__(*args, **kwargs)
+
+    def deconstruct(self) -> Any:
+        name, path, args, kwargs = super().deconstruct()
+        for key, value in (("default", list), ("blank", True), ("null", True)):
+            if kwargs.get(key) is value:
+                del kwargs[key]
+        return name, path, args, kwargs
+
     def from_db_value(self, value: Any, expression: Any, connection: Any) -> list[int]:
-        return self.to_python(value)
+        return unpack(value)
 
     def to_python(self, value: Any) -> list[int]:
-        if value is None or value == "":
+        if value is None:
             return []
-        if isinstance(value, str):
-            return [int(v) for v in json.loads(value)]
+        if isinstance(value, bytes | bytearray | memoryview):
+            return unpack(value)
         return [int(v) for v in value]
 
     def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
-        ints = [int(v) for v in (value or ())]
-        if connection.vendor == "postgresql":
-            return ints
-        return json.dumps(ints, separators=(",", ":"))
+        if isinstance(value, bytes | bytearray | memoryview):
+            packed = bytes(value)
+        else:
+            packed = pack(int(v) for v in (value or ()))
+        return super().get_db_prep_value(packed or None, connection, prepared)
+
+    def value_to_string(self, obj: Any) -> str:
+        return json.dumps(self.value_from_object(obj))
 
 
 class DecisionReason(models.Model):
@@ -73,6 +102,7 @@ class DecisionNode(models.Model):
 class DecisionShape(models.Model):
     """A pod's labels and requests as a call saw them, shared by every call with the same."""
 
+    id = models.AutoField(primary_key=True)  # 4 bytes in every decision that names one
     digest = models.CharField(max_length=32, unique=True)
     labels = models.JSONField(default=dict)
     requests = models.JSONField(default=dict)
@@ -84,6 +114,7 @@ class DecisionShape(models.Model):
 class DecisionPolicySet(models.Model):
     """The active policies' versions ({name: version}) of a call, shared until one changes."""
 
+    id = models.AutoField(primary_key=True)  # 4 bytes in every decision that names one
     digest = models.CharField(max_length=32, unique=True)
     versions = models.JSONField(default=dict)
 
@@ -100,9 +131,9 @@ class Outcome(models.IntegerChoices):
 class Decision(models.Model):
     """One extender call.
 
-    Node sets are lists of ``DecisionNode`` ids (``extender.decisionlog.codec``): the rejected
-    nodes grouped by reason with ``rejected_reasons`` holding (reason id, run length) pairs, the
-    same for the dry-run rejections, the best scores with ``top_scores`` parallel to
+    Node sets are lists of ``DecisionNode`` ids, packed (``extender.decisionlog.codec``): the
+    rejected nodes grouped by reason with ``rejected_reasons`` holding (reason id, run length)
+    pairs, the same for the dry-run rejections, the best scores with ``top_scores`` parallel to
     ``top_nodes``, and the candidate nodes as [start, end) ranges of ids.
     """
 
@@ -113,7 +144,8 @@ class Decision(models.Model):
     outcome = models.PositiveSmallIntegerField(choices=Outcome.choices, default=Outcome.PASSED)
     pod_namespace = models.CharField(max_length=253, blank=True)
     pod_name = models.CharField(max_length=253, blank=True)
-    pod_uid = models.CharField(max_length=64, blank=True)
+    # Kubernetes uids are UUIDs (16 bytes as uuid); one that is not is not recorded (NULL).
+    pod_uid = models.UUIDField(null=True, blank=True)
     nodes_in = models.PositiveIntegerField(default=0)
     nodes_out = models.PositiveIntegerField(default=0)
     rejected_count = models.PositiveIntegerField(default=0)
@@ -137,13 +169,13 @@ class Decision(models.Model):
         db_index=False,
         related_name="+",
     )
-    candidates = IdArrayField()
-    rejected_nodes = IdArrayField()
-    rejected_reasons = IdArrayField()
-    dry_nodes = IdArrayField()
-    dry_reasons = IdArrayField()
-    top_nodes = IdArrayField()
-    top_scores = IdArrayField()
+    candidates = PackedIdsField()
+    rejected_nodes = PackedIdsField()
+    rejected_reasons = PackedIdsField()
+    dry_nodes = PackedIdsField()
+    dry_reasons = PackedIdsField()
+    top_nodes = PackedIdsField()
+    top_scores = PackedIdsField()
 
     class Meta:
         # Ids grow with time: the newest first is an index scan of the primary key (on

@@ -5,11 +5,31 @@
 - Ranges: candidate node ids as ``[start, end, ...]`` half-open ranges. Ids are handed out in
   the order nodes are first seen, which follows kube-scheduler's own node order, so its window
   of candidates is a handful of ranges rather than 500 ids.
+- Packing: every such list of ints is stored as bytes (``core.packing.pack``): each value's
+  difference from the one before, zigzag-signed, in base-128 varints. Nodes within a reason are
+  sorted, so 48 rejected nodes among 500 candidates cost ~50 bytes instead of 216 as
+  ``integer[]``. An empty list is stored as
+  NULL. PostgreSQL reads the same bytes with ``decision_node_ids(bytea)`` (a SQL function the
+  migrations create) for the GIN index that finds the calls mentioning a node.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+
+from core.packing import pack, unpack
+
+__all__ = [
+    "NODE_CHOOSING_VERBS",
+    "from_ranges",
+    "group_by_reason",
+    "pack",
+    "split_reason",
+    "to_ranges",
+    "ungroup",
+    "unpack",
+    "wire_reasons",
+]
 
 # The verbs that judge a pod against candidate nodes and can leave it with none: the extender's
 # filter and the own scheduler's attempts (verb ``schedule``).
@@ -19,14 +39,15 @@ MAX_RUN = 1 << 30
 
 
 def group_by_reason(pairs: Iterable[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """(node id, reason id) pairs -> (node ids grouped by reason, [reason, count, ...])."""
+    """(node id, reason id) pairs -> (node ids grouped by reason, each group sorted (short
+    deltas when packed), [reason, count, ...])."""
     groups: dict[int, list[int]] = {}
     for node, reason in pairs:
         groups.setdefault(reason, []).append(node)
     nodes: list[int] = []
     runs: list[int] = []
     for reason, members in groups.items():
-        nodes.extend(members)
+        nodes.extend(sorted(members))
         runs.extend((reason, len(members)))
     return nodes, runs
 

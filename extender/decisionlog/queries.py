@@ -14,6 +14,11 @@ from django.db.models import Q, QuerySet
 from extender.decisionlog import codec, partitions
 
 COUNT_CAP = 1000
+# The expression extender_decision's GIN index is built on (migration 0004).
+NODES_MENTIONED = (
+    "(decision_node_ids(rejected_nodes) || decision_node_ids(dry_nodes) "
+    "|| decision_node_ids(top_nodes))"
+)
 NODE_CHUNK = 5000
 
 
@@ -226,20 +231,18 @@ def node_ids_named(name: str, cluster: str | None = None) -> list[int]:
 
 def mentioning(queryset: QuerySet[Any, Any], ids: Sequence[int]) -> QuerySet[Any, Any]:
     """Decisions that rejected, would (dry-run) reject or scored any of the nodes ``ids``: on
-    PostgreSQL through the GIN index over the three id arrays."""
+    PostgreSQL through the GIN index over the three packed node sets (``decision_node_ids``, the
+    expression the index is built on, word for word); elsewhere through the same function
+    registered with SQLite (``extender.apps``), row by row."""
     if not ids:
         return queryset.none()
     ids = [int(i) for i in ids]
     if connection.vendor == "postgresql":
-        return queryset.extra(
-            where=["(rejected_nodes || dry_nodes || top_nodes) && %s::integer[]"], params=[ids]
-        )
-    marks = ", ".join(["%s"] * len(ids))
-    clauses = " OR ".join(
-        f"EXISTS (SELECT 1 FROM json_each({column}) WHERE value IN ({marks}))"
-        for column in ("rejected_nodes", "dry_nodes", "top_nodes")
+        return queryset.extra(where=[NODES_MENTIONED + " && %s::bigint[]"], params=[ids])
+    return queryset.extra(
+        where=["decision_mentions(rejected_nodes, dry_nodes, top_nodes, %s)"],
+        params=[",".join(map(str, ids))],
     )
-    return queryset.extra(where=[f"({clauses})"], params=ids * 3)
 
 
 def search(queryset: QuerySet[Any, Any], term: str) -> tuple[QuerySet[Any, Any], str]:
@@ -267,3 +270,10 @@ def capped_count(queryset: QuerySet[Any, Any], cap: int = COUNT_CAP) -> int:
         if estimate > cap:
             return estimate
     return queryset.order_by()[: cap + 1].count()
+
+
+def sqlite_mentions(rejected: bytes | None, dry: bytes | None, top: bytes | None, ids: str) -> bool:
+    """SQLite's ``decision_mentions``: does any of the packed node sets hold one of ``ids``
+    ("1,2,3")?"""
+    wanted = {int(i) for i in ids.split(",") if i}
+    return any(wanted.intersection(codec.unpack(data)) for data in (rejected, dry, top) if data)

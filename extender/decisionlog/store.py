@@ -9,6 +9,7 @@ the rows — ``COPY`` on PostgreSQL, a bulk insert elsewhere — and upserts the
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,18 @@ def _text(value: str, limit: int) -> str:
     return value.replace("\x00", "")[:limit]
 
 
+def _uid(value: str) -> uuid.UUID | None:
+    # Kubernetes uids are UUIDs; anything else is not recorded.
+    try:
+        return uuid.UUID(value) if value else None
+    except ValueError:
+        return None
+
+
+def _packed(values: Any) -> bytes | None:
+    return codec.pack(values) or None
+
+
 def dry_reason(detail: str) -> str:
     """A dry-run rejection's stored reason: its failing rules, free of the node's values, so
     one rule is one reason whatever each node has."""
@@ -98,7 +111,7 @@ def _row(
         outcome(call, count),
         _text(call.pod_namespace, 253),
         _text(call.pod_name, 253),
-        _text(call.pod_uid, 64),
+        _uid(call.pod_uid),
         max(0, call.nodes_in),
         max(0, call.nodes_out),
         count,
@@ -106,13 +119,13 @@ def _row(
         call.snapshot_revision,
         dimensions.shape_id(call.pod_labels, call.pod_requests),
         dimensions.policy_set_id(call.policy_versions),
-        codec.to_ranges(nodes[_text(n, NAME_CHARS)] for n in call.candidates),
-        rejected_nodes,
-        rejected_runs,
-        dry_nodes,
-        dry_runs,
-        [nodes[_text(name, NAME_CHARS)] for name, _ in top],
-        [int(score) for _, score in top],
+        _packed(codec.to_ranges(nodes[_text(n, NAME_CHARS)] for n in call.candidates)),
+        _packed(rejected_nodes),
+        _packed(rejected_runs),
+        _packed(dry_nodes),
+        _packed(dry_runs),
+        _packed(nodes[_text(name, NAME_CHARS)] for name, _ in top),
+        _packed(int(score) for _, score in top),
     )
 
 

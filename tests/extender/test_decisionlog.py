@@ -11,6 +11,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from extender.decisionlog import codec, partitions, queries, rollups, store
 from extender.models import Decision, DecisionNode, DecisionRollup
@@ -56,6 +58,30 @@ def test_reason_runs_and_ranges_round_trip() -> None:
     assert codec.to_ranges(ids) == [7, 8, 10, 14, 40, 42]
     assert codec.from_ranges(codec.to_ranges(ids)) == sorted(ids)
     assert codec.wire_reasons('p/r (node has "A10G"); q/s (no label)') == ["p/r", "q/s"]
+
+
+@given(st.lists(st.integers(min_value=-(2**40), max_value=2**40), max_size=80))
+@settings(max_examples=300, deadline=None)
+def test_packing_round_trips_any_ints(values: list[int]) -> None:
+    packed = codec.pack(values)
+    assert codec.unpack(packed) == values
+    assert codec.unpack(packed[:-1]) == values[:-1]  # a value cut short is dropped, not misread
+
+
+def test_48_rejected_of_500_candidates_pack_into_about_a_byte_each() -> None:
+    ids = sorted(1000 + (7 + k * 10) % 500 for k in range(48))
+    assert len(codec.pack(ids)) <= 2 + 48  # the first id takes 2 bytes, every step 1
+    assert len(codec.pack(codec.to_ranges(range(4800, 5300)))) <= 4
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="decision_node_ids is PostgreSQL's")
+@given(st.lists(st.integers(min_value=1, max_value=2**40), max_size=60))
+@settings(max_examples=100, deadline=None)
+def test_postgresql_reads_packed_ids_as_python_does(values: list[int]) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT decision_node_ids(%s::bytea)", [codec.pack(values)])
+        (ids,) = cursor.fetchone()
+    assert ids == values
 
 
 def test_candidates_in_scheduler_order_become_a_few_ranges() -> None:
@@ -349,6 +375,24 @@ def test_pages_use_their_indexes(admin_client: Client, path: str) -> None:
     for plan in plans:
         assert "Seq Scan on extender_decision_p" not in plan, plan
         assert "Seq Scan on extender_decision " not in plan, plan
+
+
+@needs_postgresql
+@pytest.mark.parametrize(
+    "path", ["/admin/extender/decision/?q=node-7", "/api/v1/decisions/?node=node-7"]
+)
+def test_node_search_goes_through_the_gin_index_of_packed_node_sets(
+    admin_client: Client, path: str
+) -> None:
+    write(*(call(pod_name=f"web-{i}", rejected=[(f"node-{i % 10}", "z/a")]) for i in range(200)))
+    plans = [plan for plan in _plans_of(admin_client, path) if "decision_node_ids" in plan]
+    assert plans, "no query looked for the node"
+    for plan in plans:
+        # A scan of the primary key filtering every row would also avoid "Seq Scan": the node
+        # must be the condition of a scan of the partition's GIN index.
+        assert "Bitmap Index Scan on extender_decision_p" in plan, plan
+        conditions = [line for line in plan.splitlines() if "Index Cond:" in line]
+        assert any("decision_node_ids" in line for line in conditions), plan
 
 
 @needs_postgresql

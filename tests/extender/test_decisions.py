@@ -50,7 +50,7 @@ def test_a_call_becomes_one_row_with_every_rejected_node_and_capped_scores() -> 
     row = Decision.objects.get()
     assert (row.cluster, row.verb, row.mode) == ("c1", "filter", "names")
     assert (row.pod_namespace, row.pod_name) == ("ml", "trainer-0")
-    assert row.pod_uid == "8f1c2d3e-4b5a-4c6d-9e8f-0a1b2c3d4e5f"
+    assert str(row.pod_uid) == "8f1c2d3e-4b5a-4c6d-9e8f-0a1b2c3d4e5f"
     assert (row.nodes_in, row.nodes_out) == (100, 20)
     decoded = queries.decode(row)
     assert decoded.rejected == [(f"node-{i}", f"reason {i}") for i in range(80)]
@@ -60,6 +60,14 @@ def test_a_call_becomes_one_row_with_every_rejected_node_and_capped_scores() -> 
     assert row.duration_ms == pytest.approx(1.2345)
     assert decoded.policy_versions == {"gpu-only": 3}
     assert row.snapshot_revision == 7
+
+
+@pytest.mark.django_db
+def test_a_uid_that_is_not_a_uuid_is_not_recorded_and_loses_nothing_else() -> None:
+    call = call_record(pod_uid="not-a-uuid", pod_name="odd-uid")
+    assert decisions.write_batch([(time.time(), call)]) == 1
+    row = Decision.objects.get()
+    assert (row.pod_uid, row.pod_name) == (None, "odd-uid")
 
 
 @pytest.mark.django_db

@@ -266,5 +266,6 @@ OTHER_CASES = [
     ),
     ("nodes-label-filter", "get", "/api/v1/clusters/prod/nodes/?label=bad%20key", None, "label"),
     ("decisions-verb-filter", "get", "/api/v1/decisions/?verb=explode", None, "verb"),
+    ("decisions-uid-filter", "get", "/api/v1/decisions/?pod_uid=not-a-uuid", None, "pod_uid"),
     ("audit-action-filter", "get", "/api/v1/audit/?action=explode", None, "action"),
 ]

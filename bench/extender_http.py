@@ -12,6 +12,13 @@ its decision log off, all started in the same run and answering the same bytes.
 - **open loop**: calls scheduled at a fixed rate (100, 200, 400 a second) over four keep-alive
   connections whatever the answers' pace; a call's latency runs from its scheduled time, so a
   server that falls behind shows it in the latency and in the achieved rate.
+- **open loop during rebuilds**: the same while a policy of the benchmark's cluster changes
+  every second, so each ``serve_extender`` process rebuilds its snapshot (a CPU-bound thread
+  beside the one answering) and builds the pod's table again at the next call.
+
+*workers only* is ``serve_extender`` with every call handed to a worker thread, as before the
+I/O loop answered filter and prioritize itself (``python -m bench.extender_http
+serve-workers-only --bind HOST:PORT``); it shows what that change is worth.
 
 The client is a raw socket one (prepared request bytes, ``Content-Length`` framing) so that it
 costs little next to what it measures.
@@ -20,6 +27,7 @@ costs little next to what it measures.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 import socket
@@ -80,6 +88,20 @@ def start_serve_extender(label: str, env: dict[str, str], **extra: str) -> Serve
     python = str(ROOT / ".venv" / "bin" / "python")
     command = [python, "manage.py", "serve_extender", "--bind", f"127.0.0.1:{port}"]
     return start(label, command, {**env, **extra}, port)
+
+
+def start_workers_only(env: dict[str, str]) -> Server:
+    port = free_port()
+    python = str(ROOT / ".venv" / "bin" / "python")
+    command = [
+        python,
+        "-m",
+        "bench.extender_http",
+        "serve-workers-only",
+        "--bind",
+        f"127.0.0.1:{port}",
+    ]
+    return start("workers only", command, env, port)
 
 
 def start_reference(env: dict[str, str]) -> Server:
@@ -234,11 +256,70 @@ def open_loop(server: Server, body: bytes, rate: float) -> OpenLoop:
     return OpenLoop(done, len(done) / elapsed if elapsed > 0 else 0.0, sum(errors))
 
 
+CHANGE_EVERY_SECONDS = 1.0
+
+
+class PolicyChurn:
+    """A policy of the benchmark's cluster switched between enforce and dry-run every
+    CHANGE_EVERY_SECONDS while it runs: every ``serve_extender`` process rebuilds."""
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.changes = 0
+        self.thread = threading.Thread(target=self._run, name="policy-churn")
+
+    def __enter__(self) -> PolicyChurn:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def _run(self) -> None:
+        from django.db import connection
+
+        from policies.models import Policy
+        from policies.services import policy_set_mode
+
+        first = Policy.objects.order_by("name").first()
+        assert first is not None, "the benchmark has policies"
+        try:
+            while not self.stop.wait(CHANGE_EVERY_SECONDS):
+                policy = Policy.objects.get(pk=first.pk)
+                mode = "dry-run" if policy.mode == "enforce" else "enforce"
+                policy_set_mode(actor=None, policy=policy, mode=mode, force=True)
+                self.changes += 1
+        finally:
+            connection.close()
+
+
+def served_revision(port: int) -> int | None:
+    connection = Connection(port)
+    try:
+        connection.sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: bench\r\n\r\n")
+        while b"\r\n\r\n" not in connection.buffer:
+            connection._fill()
+        head, _, rest = connection.buffer.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        while len(rest) < length:
+            rest += connection._read()
+        revision = json.loads(rest[:length]).get("revision")
+        return revision if isinstance(revision, int) else None
+    finally:
+        connection.close()
+
+
 def bench_serve(rows: list[str], env: dict[str, str], names_body: Callable[[int], bytes]) -> None:
     bodies = {n: names_body(n) for n in {*BACK_TO_BACK_SIZES, OPEN_LOOP_NAMES}}
     servers = [
         start_serve_extender("serve_extender", env),
         start_serve_extender("no decision log", env, DECISION_LOG_ENABLED="false"),
+        start_workers_only(env),
         start_reference(env),
     ]
     try:
@@ -253,7 +334,7 @@ def bench_serve(rows: list[str], env: dict[str, str], names_body: Callable[[int]
                     connection.close()
                 if len(replies) != 1:
                     raise RuntimeError(f"{verb} N={n}: the servers answer different bytes")
-        portal, no_log, reference = (s.label for s in servers)
+        portal, no_log, workers, reference = (s.label for s in servers)
         rows += [
             "",
             "### `serve_extender` on one keep-alive connection, back to back (kube-scheduler's "
@@ -265,14 +346,16 @@ def bench_serve(rows: list[str], env: dict[str, str], names_body: Callable[[int]
             "(the server the generated KubeSchedulerConfiguration names), decision log on; *no "
             "decision log*: the same with `DECISION_LOG_ENABLED=false`; *minimal*: the minimal "
             "extender (`bench/reference_wsgi.py`: answers compiled in, one dict lookup per node, "
-            "a bare asyncio HTTP/1.1 server, one thread). Most of the gap to it is waitress "
-            "handing each call from its I/O thread to a worker thread and back "
-            "(docs/adr/0007-extender-server-stays-waitress.md).",
+            "a bare asyncio HTTP/1.1 server, one thread); *workers only*: `serve_extender` "
+            "handing every call to a worker thread, as it did before its I/O loop answered "
+            "filter and prioritize itself. What the remaining gap is made of: "
+            "docs/adr/0007-extender-server-stays-waitress.md.",
             "",
             "| names per call | serve_extender p50 | p99 | no decision log p50 | p99 "
-            "| minimal p50 | p99 | ratio p50 | ratio p99 | no log: ratio p50 | ratio p99 "
+            "| workers only p50 | p99 | minimal p50 | p99 | ratio p50 | ratio p99 "
+            "| no log: ratio p50 | ratio p99 | workers only: ratio p50 | ratio p99 "
             "| calls/s on the connection |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for n in BACK_TO_BACK_SIZES:
             samples = back_to_back(servers, bodies[n])
@@ -281,13 +364,16 @@ def bench_serve(rows: list[str], env: dict[str, str], names_body: Callable[[int]
                 for label, s in samples.items()
             }
             rate = len(samples[portal]) / sum(samples[portal])
+            ref50, ref99 = p[reference]
             rows.append(
                 f"| {n} | {p[portal][0]:.3f} | {p[portal][1]:.3f} | {p[no_log][0]:.3f} "
-                f"| {p[no_log][1]:.3f} | {p[reference][0]:.3f} | {p[reference][1]:.3f} "
-                f"| {p[portal][0] / p[reference][0]:.2f}x | {p[portal][1] / p[reference][1]:.2f}x "
-                f"| {p[no_log][0] / p[reference][0]:.2f}x "
-                f"| {p[no_log][1] / p[reference][1]:.2f}x | {rate:.0f} |"
+                f"| {p[no_log][1]:.3f} | {p[workers][0]:.3f} | {p[workers][1]:.3f} "
+                f"| {ref50:.3f} | {ref99:.3f} "
+                f"| {p[portal][0] / ref50:.2f}x | {p[portal][1] / ref99:.2f}x "
+                f"| {p[no_log][0] / ref50:.2f}x | {p[no_log][1] / ref99:.2f}x "
+                f"| {p[workers][0] / ref50:.2f}x | {p[workers][1] / ref99:.2f}x | {rate:.0f} |"
             )
+        body = bodies[OPEN_LOOP_NAMES]
         rows += [
             "",
             f"### `serve_extender`, open loop over {CONNECTIONS} keep-alive connections, "
@@ -298,28 +384,84 @@ def bench_serve(rows: list[str], env: dict[str, str], names_body: Callable[[int]
             "time, so falling behind shows. The servers run one after the other at each rate "
             "(the p99 column is where the machine's other work shows most).",
             "",
-            "| offered calls/s | serve_extender achieved | p50 | p99 | no decision log achieved "
-            "| p50 | p99 | minimal achieved | p50 | p99 | ratio p50 | ratio p99 "
-            "| no log: ratio p50 | ratio p99 | errors |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            *open_loop_header(("serve_extender", "no decision log", "workers only")),
         ]
-        body = bodies[OPEN_LOOP_NAMES]
         for rate in RATES:
-            ours, quiet, floor = (open_loop(server, body, rate) for server in servers)
-            o50, o99 = (1000 * percentile(ours.latencies, q) for q in (0.5, 0.99))
-            q50, q99 = (1000 * percentile(quiet.latencies, q) for q in (0.5, 0.99))
-            f50, f99 = (1000 * percentile(floor.latencies, q) for q in (0.5, 0.99))
-            rows.append(
-                f"| {rate} | {ours.achieved_rate:.0f} | {o50:.2f} | {o99:.2f} "
-                f"| {quiet.achieved_rate:.0f} | {q50:.2f} | {q99:.2f} "
-                f"| {floor.achieved_rate:.0f} | {f50:.2f} | {f99:.2f} | {o50 / f50:.2f}x "
-                f"| {o99 / f99:.2f}x | {q50 / f50:.2f}x | {q99 / f99:.2f}x "
-                f"| {ours.errors + quiet.errors + floor.errors} |"
-            )
+            results = [open_loop(server, body, rate) for server in servers]
+            rows.append(open_loop_row(rate, results))
+        rows += [
+            "",
+            f"### The same during snapshot rebuilds (a policy change every "
+            f"{CHANGE_EVERY_SECONDS:g} s)",
+            "",
+            "A policy of the benchmark's cluster switches between enforce and dry-run every "
+            "second while each server is measured: every `serve_extender` process rebuilds "
+            "its snapshot (a CPU-bound thread beside the one answering; three processes on "
+            "this machine) and builds the pod's table again at the next call. *rebuilds*: the "
+            "revisions `serve_extender` served during its runs.",
+            "",
+            *open_loop_header(("serve_extender", "workers only")),
+        ]
+        churned = [servers[0], servers[2], servers[3]]
+        before = served_revision(servers[0].port)
+        for rate in RATES:
+            results = []
+            for server in churned:
+                with PolicyChurn():
+                    results.append(open_loop(server, body, rate))
+            rows.append(open_loop_row(rate, results))
+        after = served_revision(servers[0].port)
+        if before is not None and after is not None:
+            rows += ["", f"*rebuilds*: {after - before} revisions served by `serve_extender`."]
     finally:
         for server in servers:
             server.stop()
 
 
+def open_loop_header(labels: tuple[str, ...]) -> list[str]:
+    """The table head for open-loop results of ``labels`` and then the minimal extender."""
+    head = "| offered calls/s "
+    for label in (*labels, "minimal"):
+        head += f"| {label} achieved | p50 | p99 "
+    for label in labels:
+        prefix = "" if label == "serve_extender" else f"{label}: "
+        head += f"| {prefix}ratio p50 | ratio p99 "
+    head += "| errors |"
+    columns = 1 + 3 * (len(labels) + 1) + 2 * len(labels) + 1
+    return [head, "|" + "---:|" * columns]
+
+
+def open_loop_row(rate: int, results: list[OpenLoop]) -> str:
+    """One rate's row: each server's achieved rate and latency, then the ratios to the last
+    (the minimal extender)."""
+    figures = [
+        (r.achieved_rate, *(1000 * percentile(r.latencies, q) for q in (0.5, 0.99)))
+        for r in results
+    ]
+    floor50, floor99 = figures[-1][1], figures[-1][2]
+    row = f"| {rate} "
+    for achieved, p50, p99 in figures:
+        row += f"| {achieved:.0f} | {p50:.2f} | {p99:.2f} "
+    for _, p50, p99 in figures[:-1]:
+        row += f"| {p50 / floor50:.2f}x | {p99 / floor99:.2f}x "
+    return row + f"| {sum(r.errors for r in results)} |"
+
+
+def serve_workers_only(argv: list[str]) -> None:
+    """``manage.py serve_extender`` with every call handed to a worker thread."""
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from extender.server import ExtenderServer
+
+    ExtenderServer.answer_on_loop = False
+    call_command("serve_extender", *argv)
+
+
 if __name__ == "__main__":
-    sys.exit("run bench/extender.py --only serve")
+    if sys.argv[1:2] == ["serve-workers-only"]:
+        serve_workers_only(sys.argv[2:])
+    else:
+        sys.exit("run bench/extender.py --only serve")

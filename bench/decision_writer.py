@@ -308,9 +308,7 @@ def fill_expired(n: int, record: Any) -> None:
 
     from extender.decisionlog import partitions, store
 
-    day = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(
-        days=30
-    )
+    day = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=30)
     partitions.ensure({day.date()})
     (row,) = store.build_rows([(day.timestamp(), record)])
     values = dict(zip(store.COLUMNS, row, strict=True))

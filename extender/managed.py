@@ -79,6 +79,12 @@ def _body_requests(body: bytes) -> dict[str, int]:
     return _spec_requests(args.Pod.spec)
 
 
+def first_load_tried() -> bool:
+    """Whether the first load of the tables has been tried (until then a filter call waits for
+    it: ``extender.server`` keeps such calls off its I/O loop)."""
+    return _loaded.is_set()
+
+
 def filter_split(
     cluster: str, body: bytes, spec: Raw | None, candidates: Sequence[str]
 ) -> tuple[list[str], dict[str, str]] | None:

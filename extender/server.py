@@ -82,12 +82,6 @@ def application(environ: dict[str, Any], start_response: StartResponse) -> Itera
     return [body]
 
 
-def _managed_table_tried() -> bool:
-    """Whether the managed resources' first table load has been tried: until then a filter
-    call waits for it (extender.managed), which the loop must not."""
-    return managed._loaded.is_set()
-
-
 def _refuse_client(start_response: StartResponse) -> Iterable[bytes]:
     body = orjson.dumps(
         {
@@ -154,7 +148,7 @@ class ExtenderServer(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no 
             and request.content_length <= self.loop_body_bytes
             and path.startswith(PREFIX)
             and path.endswith(LOOP_VERBS)
-            and _managed_table_tried()
+            and managed.first_load_tried()
         )
 
     def pull_trigger(self) -> None:

@@ -68,4 +68,4 @@ def test_ci_shows_a_skipped_audit_as_skipped_not_passed() -> None:
     step = step[: step.index("\nstep ")]
     assert "deploy/audit.py || audit_status=$?" in step
     assert '3) echo "audit: SKIPPED (not passed)' in step
-    assert "make audit" not in step
+    assert "run make audit" not in step

@@ -352,9 +352,9 @@ KUBECONFIG_ALLOWED_AUTH_PROVIDERS = env_list("KUBECONFIG_ALLOWED_AUTH_PROVIDERS"
 # ~/.kube/config (commands still checked).
 KUBECONFIG_DEFAULT_LOOKUP = env_bool("KUBECONFIG_DEFAULT_LOOKUP", False)
 
-# Label keys "push assigned labels" may write to a cluster's nodes: keys under one of these
-# prefixes (or a subdomain); empty: every prefix but kubernetes.io, k8s.io and their
-# subdomains, which Kubernetes reserves (inventory.push).
+# Label keys "push assigned labels" may write to a cluster's nodes: an allowlist of prefixes
+# (each with its subdomains; "/" for keys without a prefix). Empty: nothing is pushed.
+# kubernetes.io, k8s.io and their subdomains are refused even when listed (inventory.push).
 LABEL_PUSH_ALLOWED_PREFIXES = env_list("LABEL_PUSH_ALLOWED_PREFIXES", "")
 
 # --- Generated scheduler configuration ------------------------------------------------------

@@ -306,6 +306,11 @@ def test_production_settings_match_the_docs() -> None:
     assert data.get("EXTENDER_ON_WEB_PORT", "false") == "false"
     assert data["KUBECONFIG_DIR"] == "/etc/portal/kubeconfigs"
     assert all(host.startswith("https://") for host in data["CSRF_TRUSTED_ORIGINS"].split(","))
+    # Label push is an allowlist the operator names, never a reserved domain.
+    prefixes = [p.strip() for p in data["LABEL_PUSH_ALLOWED_PREFIXES"].split(",")]
+    assert prefixes
+    assert prefixes[0]
+    assert not any(p.endswith(("kubernetes.io", "k8s.io")) for p in prefixes)
 
 
 def test_production_settings_pass_djangos_deployment_checks(tmp_path: Path) -> None:

@@ -367,3 +367,10 @@ def test_the_image_is_built_from_pinned_bytes() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "--upgrade pip" not in makefile
     assert "-r deploy/pip.txt" in makefile
+
+
+def test_the_build_context_leaves_local_state_out() -> None:
+    """``var`` and the ``var-*`` directories (a local portal's state, test databases) never go
+    into the image's build context."""
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()}
+    assert {"var", "var-*", ".git", ".venv"} <= ignored

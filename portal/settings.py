@@ -312,6 +312,16 @@ INVENTORY_MAX_REMOVAL_SHARE = float(os.environ.get("INVENTORY_MAX_REMOVAL_SHARE"
 # (0: no cap), this many seconds apart (inventory.evict).
 EVICTIONS_PER_MINUTE = env_int("EVICTIONS_PER_MINUTE", 30)
 EVICTION_INTERVAL_SECONDS = float(os.environ.get("EVICTION_INTERVAL_SECONDS", "0.2"))
+# The namespace the portal runs in (PORTAL_NAMESPACE, else the ServiceAccount's, else the
+# manifests' policy-portal) and the namespaces no eviction reaches and whose pods a policy
+# warns about before it is saved (comma-separated; docs/operations.md, "Evictions").
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+PORTAL_NAMESPACE = os.environ.get("PORTAL_NAMESPACE", "").strip() or (
+    _SA_NAMESPACE.read_text().strip() if _SA_NAMESPACE.is_file() else ""
+) or "policy-portal"
+EVICTION_PROTECTED_NAMESPACES = env_list(
+    "EVICTION_PROTECTED_NAMESPACES", f"kube-system,kube-public,kube-node-lease,{PORTAL_NAMESPACE}"
+)
 # The violations of a cluster are judged at most once per policy change and pod inventory
 # change; while pods keep changing, a result this many seconds old is reused (pages, API).
 POD_VERDICT_MAX_AGE_SECONDS = float(os.environ.get("POD_VERDICT_MAX_AGE_SECONDS", "5"))

@@ -316,9 +316,11 @@ EVICTION_INTERVAL_SECONDS = float(os.environ.get("EVICTION_INTERVAL_SECONDS", "0
 # manifests' policy-portal) and the namespaces no eviction reaches and whose pods a policy
 # warns about before it is saved (comma-separated; docs/operations.md, "Evictions").
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-PORTAL_NAMESPACE = os.environ.get("PORTAL_NAMESPACE", "").strip() or (
-    _SA_NAMESPACE.read_text().strip() if _SA_NAMESPACE.is_file() else ""
-) or "policy-portal"
+PORTAL_NAMESPACE = (
+    os.environ.get("PORTAL_NAMESPACE", "").strip()
+    or (_SA_NAMESPACE.read_text().strip() if _SA_NAMESPACE.is_file() else "")
+    or "policy-portal"
+)
 EVICTION_PROTECTED_NAMESPACES = env_list(
     "EVICTION_PROTECTED_NAMESPACES", f"kube-system,kube-public,kube-node-lease,{PORTAL_NAMESPACE}"
 )
@@ -340,8 +342,11 @@ EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")
 EXTENDER_BIND_ALLOWED_CIDRS = os.environ.get("EXTENDER_BIND_ALLOWED_CIDRS", "")
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
 # The admission webhook (docs/admission.md) answers on the extender's server; an AdmissionReview
-# carries one pod (kube-apiserver takes at most 3 MiB per request), so its limit is far lower.
-ADMISSION_MAX_BODY_BYTES = env_int("ADMISSION_MAX_BODY_BYTES", 4 * 1024 * 1024)
+# carries one pod, which etcd stores only up to 1.5 MiB, so 2 MiB fits every real review. A pod
+# whose patch would be longer than these is refused with a message (extender.admission.handler).
+ADMISSION_MAX_BODY_BYTES = env_int("ADMISSION_MAX_BODY_BYTES", 2 * 1024 * 1024)
+ADMISSION_MAX_PATCH_OPS = env_int("ADMISSION_MAX_PATCH_OPS", 2000)
+ADMISSION_MAX_PATCH_BYTES = env_int("ADMISSION_MAX_PATCH_BYTES", 512 * 1024)
 # The web port serves kube-scheduler's verbs only when this turns the compatibility route on
 # (then under the same allowlists; never with client certificates required). portal/wsgi.py.
 EXTENDER_ON_WEB_PORT = env_bool("EXTENDER_ON_WEB_PORT", False)

@@ -354,6 +354,13 @@ EXTENDER_ON_WEB_PORT = env_bool("EXTENDER_ON_WEB_PORT", False)
 # empty: anyone who reaches the port and names an allowed host).
 WEB_METRICS_ALLOWED_CIDRS = os.environ.get("WEB_METRICS_ALLOWED_CIDRS", "")
 WEB_PROBES_ALLOWED_CIDRS = os.environ.get("WEB_PROBES_ALLOWED_CIDRS", "")
+# /metrics and /readyz's details (web and extender ports) to anonymous callers; off: only with
+# "Authorization: Bearer $METRICS_TOKEN" or from WEB_METRICS_ALLOWED_CIDRS (extender.health).
+# The production overlay turns it off.
+METRICS_ANONYMOUS = env_bool("METRICS_ANONYMOUS", True)
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
+# /api/schema/ and /api/docs/ to anonymous callers; off: a session or an API token is needed.
+API_DOCS_ANONYMOUS = env_bool("API_DOCS_ANONYMOUS", True)
 
 # --- Cluster credentials (inventory.credentials, docs/operations.md) -------------------------
 # A cluster names its kubeconfig (or token/CA directory) in this operator-provisioned

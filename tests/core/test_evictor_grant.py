@@ -8,6 +8,8 @@ import importlib
 import pytest
 from django.apps import apps as django_apps
 from django.contrib.auth.models import Group, Permission, User
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
 from core.roles import GRANT_EVICTOR, role_permission_codenames, sync_roles
 
@@ -43,7 +45,9 @@ def test_the_migration_takes_eviction_from_existing_editors() -> None:
     editor.permissions.add(evict)  # as every editor group had it before
     Group.objects.filter(name=GRANT_EVICTOR).delete()
     migration = importlib.import_module("core.migrations.0007_evictor_grant")
-    migration.evict_is_a_grant(django_apps, None)
+    # The migration's own apps (it marks their app configs as it goes; never the global ones).
+    state = MigrationExecutor(connection).loader.project_state(("portal", "0007_evictor_grant"))
+    migration.evict_is_a_grant(state.apps, None)
     assert not editor.permissions.filter(pk=evict.pk).exists()
     assert list(Group.objects.get(name=GRANT_EVICTOR).permissions.all()) == [evict]
     assert Group.objects.get(name="admin").permissions.filter(pk=evict.pk).exists()

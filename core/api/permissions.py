@@ -87,6 +87,4 @@ class ApiDocsAccess(BasePermission):
     an authenticated user (session or token); read at each request."""
 
     def has_permission(self, request: Any, view: Any) -> bool:
-        return bool(
-            settings.API_DOCS_ANONYMOUS or (request.user and request.user.is_authenticated)
-        )
+        return bool(settings.API_DOCS_ANONYMOUS or (request.user and request.user.is_authenticated))

@@ -370,6 +370,10 @@ KUBECONFIG_DIR = Path(os.environ.get("KUBECONFIG_DIR", VAR_DIR / "kubeconfigs"))
 # auth-providers it may use, e.g. "aws,gke-gcloud-auth-plugin,kubelogin" (empty: none).
 KUBECONFIG_ALLOWED_COMMANDS = env_list("KUBECONFIG_ALLOWED_COMMANDS", "")
 KUBECONFIG_ALLOWED_AUTH_PROVIDERS = env_list("KUBECONFIG_ALLOWED_AUTH_PROVIDERS", "")
+# Environment variables an allowed exec plugin may get: set by a kubeconfig's exec.env, or
+# passed from the portal's own environment (besides PATH, HOME, LANG, LC_ALL, TZ, TMPDIR),
+# e.g. "AWS_PROFILE,AWS_REGION,AWS_ROLE_ARN,AWS_WEB_IDENTITY_TOKEN_FILE". Empty: none.
+KUBECONFIG_EXEC_ENV = env_list("KUBECONFIG_EXEC_ENV", "")
 # Local operators only: an empty kubeconfig name means this process's own KUBECONFIG or
 # ~/.kube/config (commands still checked).
 KUBECONFIG_DEFAULT_LOOKUP = env_bool("KUBECONFIG_DEFAULT_LOOKUP", False)

@@ -335,7 +335,7 @@ class _ScopedExecProvider(ExecProvider):
 
 # Every kubeconfig the portal loads goes through this module; the client's loader looks the
 # provider up in its module when it runs a plugin.
-kube_config.ExecProvider = _ScopedExecProvider  # type: ignore[misc]
+kube_config.ExecProvider = _ScopedExecProvider
 
 
 def _inline(entry: dict, files: Mapping[str, str], base: Path, confine_to: Path | None) -> None:

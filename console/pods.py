@@ -1,8 +1,9 @@
 """The Pending and Violations pages: the portal's verdict on the cluster's pods now.
 
 Both read ``inventory.pod_verdicts`` (the engine's judgement with the snapshot the extender
-serves). Viewers read; only users holding ``inventory.evict_pod`` (editors) may evict, and an
-eviction is shown with its impact and confirmed first (``inventory.evict`` does it).
+serves). Viewers read; only users holding ``inventory.evict_pod`` (admins and the ``evictor``
+grant, not editors as such) may evict, never in a protected namespace, and an eviction is shown
+with its impact and confirmed first (``inventory.evict`` does it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from django.urls import reverse
 from console.frame import page_context
 from core.errors import ContentError
 from inventory import sources
-from inventory.evict import MAX_PER_REQUEST, pods_evict, stored_pods
+from inventory.evict import MAX_PER_REQUEST, pods_evict, protected_namespaces, stored_pods
 from inventory.models import Cluster, PodInventory
 from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
 from policies.models import Policy
@@ -146,7 +147,7 @@ def _violation_key(row: ViolationRow) -> str:
 
 
 def violations_view(request: HttpRequest) -> HttpResponse:
-    """Running pods on nodes the enforce policies now reject; editors may evict some."""
+    """Running pods on nodes the enforce policies now reject; evictors may evict some."""
     _require(request, VIEW_PERMISSION)
     names, cluster = _pick_cluster(request)
     can_evict = bool(
@@ -159,6 +160,7 @@ def violations_view(request: HttpRequest) -> HttpResponse:
         cluster=cluster,
         can_evict=can_evict,
         max_per_request=MAX_PER_REQUEST,
+        protected=sorted(protected_namespaces()),
     )
     if cluster is None:
         return TemplateResponse(request, "console/violations.html", context)

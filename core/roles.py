@@ -1,5 +1,11 @@
 """Roles are Django groups: viewer reads everything, editor writes configuration, admin all.
 
+Acting on a cluster's workloads is not configuration: evicting pods (``inventory.evict_pod``)
+belongs to admins and to the ``evictor`` group, which grants that one permission and nothing
+else; an editor (or a viewer) evicts only once also made an evictor. ``evictor`` is a grant
+added to a role, not a role of its own (API tokens carry roles only; eviction is a console
+action). docs/operations.md, "Evictions".
+
 The same function runs from a data migration (so the groups exist right after ``migrate``) and
 after every later ``migrate`` (so models added later are covered too); it only adds.
 """
@@ -20,17 +26,21 @@ EDITOR_MODELS = {
     "policies": {"labelassignment", "policy", "filterrule", "weightrule", "expectation"},
     "resources": {"managedresource"},
 }
-# Single permissions an editor holds on models it does not otherwise write: acting on the
-# cluster through the portal (evicting pods), not changing what the portal stores.
-EDITOR_PERMISSIONS = {("inventory", "evict_pod")}
+# Single permissions an editor holds on models it does not otherwise write (none now: evicting
+# pods acts on the cluster, not on what the portal stores, and is the evictor's grant).
+EDITOR_PERMISSIONS: set[tuple[str, str]] = set()
+# Groups that grant one action on top of a role: (app_label, codename) each holds.
+GRANT_EVICTOR = "evictor"
+GRANTS = {GRANT_EVICTOR: {("inventory", "evict_pod")}}
 ADMIN_EXTRA_APPS = ("auth", "authtoken")
 # Models only administrators see at all (whose tokens exist is not for viewers).
 ADMIN_ONLY_MODELS = {("portal", "apitoken")}
 
 
 def role_permission_codenames(apps: Any) -> dict[str, set[tuple[str, str]]]:
-    """(app_label, codename) pairs per role, for the models currently installed."""
+    """(app_label, codename) pairs per role and grant, for the models currently installed."""
     perms: dict[str, set[tuple[str, str]]] = {role: set() for role in ROLES}
+    perms.update({grant: set() for grant in GRANTS})
     permission_model = apps.get_model("auth", "Permission")
     rows = permission_model.objects.filter(
         content_type__app_label__in=PORTAL_APPS + ADMIN_EXTRA_APPS
@@ -46,11 +56,14 @@ def role_permission_codenames(apps: Any) -> dict[str, set[tuple[str, str]]]:
             perms[ROLE_EDITOR].add(pair)
         elif model in EDITOR_MODELS.get(app_label, ()) or pair in EDITOR_PERMISSIONS:
             perms[ROLE_EDITOR].add(pair)
+        for grant, pairs in GRANTS.items():
+            if pair in pairs:
+                perms[grant].add(pair)
     return perms
 
 
 def sync_roles(apps: Any) -> None:
-    """Create the role groups and grant each its permissions (idempotent, additive)."""
+    """Create the role and grant groups and give each its permissions (idempotent, additive)."""
     group_model = apps.get_model("auth", "Group")
     permission_model = apps.get_model("auth", "Permission")
     for role, pairs in role_permission_codenames(apps).items():

@@ -3,8 +3,9 @@
 pip-audit asks ``https://pypi.org/pypi/<name>/<version>/json`` for each pinned package. Where
 that API cannot be reached (an offline build machine, or a mirror without the per-version
 endpoint) every package would come back "not found" and the audit would prove nothing, so this
-checks the endpoint first and, when it does not answer, says so and exits 0 — a skip that
-prints its reason, not a clean report. Any vulnerability found fails (exit 1).
+checks the endpoint first and, when it does not answer, prints "skipped" with the reason and exits
+``SKIPPED`` (3): neither a pass (0) nor a finding (1), so CI can show the step as skipped.
+Any vulnerability found fails (exit 1).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LOCKS = ("requirements.txt", "requirements-dev.txt")
 PROBE_PACKAGE = "django"
+# The exit status of an audit that could not run (not 0: nothing was checked).
+SKIPPED = 3
 
 
 def vulnerability_service_reason() -> str:
@@ -39,8 +42,8 @@ def vulnerability_service_reason() -> str:
 def main() -> int:
     reason = vulnerability_service_reason()
     if reason:
-        print(f"SKIP pip-audit: the vulnerability service cannot be used here: {reason}")
-        return 0
+        print(f"pip-audit skipped: the vulnerability service cannot be used here: {reason}")
+        return SKIPPED
     command = [
         sys.executable,
         "-m",

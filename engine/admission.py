@@ -14,8 +14,14 @@ A pod CREATE that the cluster's policies select gets (docs/admission.md):
 
 Everything already present is left alone and only what is missing is added, so a second review
 of the patched pod (``reinvocationPolicy: IfNeeded``) yields an empty patch. Bound pods
-(``spec.nodeName``), mirror pods, DaemonSet pods, pods of excluded namespaces and pods carrying
-the opt-out label are never touched.
+(``spec.nodeName``) and pods of excluded namespaces are never touched. Nothing a pod's author
+writes opts it out: the opt-out is a label on the *namespace* (the generated configuration's
+``namespaceSelector``), a mirror pod is left alone only when a kubelet (a ``system:node:``
+user) creates it, and a DaemonSet's pod only when the DaemonSet controller does — a pod that
+merely claims the annotation or the owner is treated like any other (docs/admission.md).
+
+A patch is bounded: building it stops with ``PatchTooLarge`` past ``max_ops`` operations, so a
+pod with thousands of node selector terms costs the webhook a bounded amount of work.
 """
 
 from __future__ import annotations
@@ -34,8 +40,8 @@ MUTATE = "mutate"
 MODES = (OFF, ANNOTATE, MUTATE)
 
 ANNOTATION = "policy-portal.io/placement"
-# A pod (or its template) labelled so is never touched; the generated webhook configuration's
-# objectSelector leaves such pods out before they are even sent.
+# A namespace labelled so is left out by the generated configuration's namespaceSelector (pod
+# authors cannot label namespaces; the same label on a pod does nothing).
 OPT_OUT_LABEL = "policy-portal.io/admission"
 OPT_OUT_VALUE = "skip"
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
@@ -52,14 +58,27 @@ SKIP_BOUND = "bound"
 SKIP_MIRROR = "mirror"
 SKIP_DAEMONSET = "daemonset"
 SKIP_NAMESPACE = "excluded_namespace"
-SKIP_OPT_OUT = "opted_out"
 SKIP_NO_POLICY = "no_policy"
 SKIP_UNCHANGED = "unchanged"
+
+
+# Who creates mirror pods (kubelets: ``system:node:<name>`` in the group ``system:nodes``) and
+# DaemonSet pods (the controller's own ServiceAccount, or kube-controller-manager's identity
+# when it does not use one per controller).
+NODE_USER_PREFIX = "system:node:"
+NODES_GROUP = "system:nodes"
+DAEMONSET_CONTROLLERS = frozenset(
+    {"system:serviceaccount:kube-system:daemon-set-controller", "system:kube-controller-manager"}
+)
 
 
 class PodShapeError(ValueError):
     """The pod's own node affinity is not shaped as the API's types say (it cannot be
     patched); the webhook answers 400."""
+
+
+class PatchTooLarge(ValueError):
+    """The patch would take more than ``max_ops`` operations (the pod is refused)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,28 +194,39 @@ def _list(value: Any, where: str) -> list[Any] | None:
     raise PodShapeError(f"{where} must be a list, got {type(value).__name__}")
 
 
-def skip_reason(pod: Mapping[str, Any], namespace: str, excluded: Set[str]) -> str | None:
-    """Why the webhook leaves ``pod`` alone whatever the policies say, or None."""
+def skip_reason(
+    pod: Mapping[str, Any],
+    namespace: str,
+    excluded: Set[str],
+    *,
+    username: str = "",
+    groups: Sequence[str] = (),
+) -> str | None:
+    """Why the webhook leaves ``pod`` alone whatever the policies say, or None. ``username``
+    and ``groups`` are the requester's (the review's ``userInfo``): only they make a mirror-pod
+    annotation or a DaemonSet owner count."""
     metadata = _map(pod.get("metadata"), "metadata") or {}
     spec = _map(pod.get("spec"), "spec") or {}
     if spec.get("nodeName"):
         return SKIP_BOUND
-    annotations = _map(metadata.get("annotations"), "metadata.annotations") or {}
-    if MIRROR_ANNOTATION in annotations:
-        return SKIP_MIRROR
-    for owner in _list(metadata.get("ownerReferences"), "metadata.ownerReferences") or ():
-        if (
-            isinstance(owner, Mapping)
-            and owner.get("kind") == "DaemonSet"
-            and owner.get("controller") is True
-            and str(owner.get("apiVersion", "")).startswith("apps/")
-        ):
-            return SKIP_DAEMONSET
     if namespace in excluded:
         return SKIP_NAMESPACE
-    labels = _map(metadata.get("labels"), "metadata.labels") or {}
-    if labels.get(OPT_OUT_LABEL) == OPT_OUT_VALUE:
-        return SKIP_OPT_OUT
+    annotations = _map(metadata.get("annotations"), "metadata.annotations") or {}
+    if (
+        MIRROR_ANNOTATION in annotations
+        and username.startswith(NODE_USER_PREFIX)
+        and NODES_GROUP in groups
+    ):
+        return SKIP_MIRROR
+    if username in DAEMONSET_CONTROLLERS:
+        for owner in _list(metadata.get("ownerReferences"), "metadata.ownerReferences") or ():
+            if (
+                isinstance(owner, Mapping)
+                and owner.get("kind") == "DaemonSet"
+                and owner.get("controller") is True
+                and str(owner.get("apiVersion", "")).startswith("apps/")
+            ):
+                return SKIP_DAEMONSET
     return None
 
 
@@ -233,7 +263,9 @@ def _empty_term(term: Mapping[str, Any]) -> bool:
     return not term.get(EXPRESSIONS) and not term.get(FIELDS)
 
 
-def _affinity_ops(spec: Mapping[str, Any], plan: AdmissionPlan) -> list[dict[str, Any]]:
+def _affinity_ops(
+    spec: Mapping[str, Any], plan: AdmissionPlan, max_ops: int | None = None
+) -> list[dict[str, Any]]:
     ops: list[dict[str, Any]] = []
     new_term: dict[str, Any] = {}
     if plan.expressions:
@@ -278,21 +310,29 @@ def _affinity_ops(spec: Mapping[str, Any], plan: AdmissionPlan) -> list[dict[str
                     )
                 if plan.fields:
                     _append_missing(ops, (*at, FIELDS), term.get(FIELDS), plan.fields)
+                if max_ops is not None and len(ops) > max_ops:
+                    raise PatchTooLarge(
+                        f"the pod's {len(terms)} node selector terms would take more than "
+                        f"{max_ops} patch operations"
+                    )
     if plan.preferred:
         _append_missing(ops, (*base, PREFERRED), node_affinity.get(PREFERRED), plan.preferred)
     return ops
 
 
-def pod_patch(pod: Mapping[str, Any], plan: AdmissionPlan, mode: str) -> list[dict[str, Any]]:
+def pod_patch(
+    pod: Mapping[str, Any], plan: AdmissionPlan, mode: str, *, max_ops: int | None = None
+) -> list[dict[str, Any]]:
     """The JSON Patch operations that bring ``pod`` up to ``plan`` in ``mode`` (``annotate``
-    writes the annotation only); empty when the pod already has everything."""
+    writes the annotation only); empty when the pod already has everything. More than
+    ``max_ops`` operations raise ``PatchTooLarge`` (building stops there)."""
     spec = _map(pod.get("spec"), "spec")
     metadata = _map(pod.get("metadata"), "metadata")
     ops: list[dict[str, Any]] = []
     if mode == MUTATE and plan.selects:
         if spec is None:
             raise PodShapeError("the pod has no spec")
-        ops.extend(_affinity_ops(spec, plan))
+        ops.extend(_affinity_ops(spec, plan, max_ops))
     value = plan.annotation(mode)
     annotations = _map((metadata or {}).get("annotations"), "metadata.annotations")
     current = annotations.get(ANNOTATION) if annotations is not None else None

@@ -3,18 +3,28 @@
 They sit beside Django, not inside it (``portal.wsgi`` routes to :data:`wsgi_routes`), so they
 answer without middleware, sessions or a database: a process whose database is down is still
 alive, and says in ``/readyz`` and ``/metrics`` that its snapshot is stale.
+
+Who may read what (docs/threat-model.md): ``/healthz`` and ``/readyz``'s status answer every
+caller, for kubelet's probes. ``/metrics`` and ``/readyz``'s details (revision, ages, the
+reason it is not ready) answer anonymous callers only while ``METRICS_ANONYMOUS`` is on;
+otherwise a scraper sends ``Authorization: Bearer <METRICS_TOKEN>`` or calls from a network of
+``WEB_METRICS_ALLOWED_CIDRS``, and anyone else gets 401 from ``/metrics`` and the bare status
+from ``/readyz``. The same rule holds on the web's port and on the extender's.
 """
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
+from django.conf import settings
 
 from extender import decisions, metrics, refresh
+from extender.access import Allowlist, parse_networks
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +75,34 @@ def _method_not_allowed(
     )
 
 
+_scrapers: tuple[str, Allowlist] | None = None
+
+
+def _scraper_networks() -> Allowlist:
+    """``WEB_METRICS_ALLOWED_CIDRS`` parsed (again only when the setting changes)."""
+    global _scrapers
+    text = settings.WEB_METRICS_ALLOWED_CIDRS
+    if _scrapers is None or _scrapers[0] != text:
+        networks = parse_networks(text, setting="WEB_METRICS_ALLOWED_CIDRS")
+        _scrapers = (text, Allowlist(networks) if networks else Allowlist(()))
+    return _scrapers[1]
+
+
+def observer(environ: dict[str, Any]) -> bool:
+    """Whether the caller may read ``/metrics`` and ``/readyz``'s details (module docstring)."""
+    if settings.METRICS_ANONYMOUS:
+        return True
+    token = settings.METRICS_TOKEN
+    scheme, _, credentials = str(environ.get("HTTP_AUTHORIZATION", "")).partition(" ")
+    if (
+        token
+        and scheme.lower() == "bearer"
+        and hmac.compare_digest(credentials.strip().encode(), token.encode())
+    ):
+        return True
+    return _scraper_networks().allows(str(environ.get("REMOTE_ADDR", "")))
+
+
 def healthz(environ: dict[str, Any], start_response: StartResponse) -> list[bytes]:
     """Liveness: 200 while the process can answer at all."""
     refused = _method_not_allowed(environ, start_response)
@@ -89,6 +127,11 @@ def readyz(environ: dict[str, Any], start_response: StartResponse) -> list[bytes
         return refused
     refresh.ensure_started()
     status = refresh.freshness()
+    code = "503 Service Unavailable" if status.stale else "200 OK"
+    if not observer(environ):
+        return _json(
+            environ, start_response, code, {"status": "not ready" if status.stale else "ready"}
+        )
     body: dict[str, Any] = {"status": "not ready" if status.stale else "ready", "pid": os.getpid()}
     if status.stale:
         body["reason"] = status.reason
@@ -96,7 +139,6 @@ def readyz(environ: dict[str, Any], start_response: StartResponse) -> list[bytes
     feed = _change_feed(refresh.current_refresher())
     if feed is not None:
         body["change_feed"] = feed
-    code = "503 Service Unavailable" if status.stale else "200 OK"
     return _json(environ, start_response, code, body)
 
 
@@ -105,6 +147,21 @@ def metrics_app(environ: dict[str, Any], start_response: StartResponse) -> list[
     refused = _method_not_allowed(environ, start_response)
     if refused is not None:
         return refused
+    if not observer(environ):
+        body = orjson.dumps(
+            {
+                "Error": "metrics need Authorization: Bearer <METRICS_TOKEN> or a caller in "
+                "WEB_METRICS_ALLOWED_CIDRS (METRICS_ANONYMOUS is off)"
+            }
+        )
+        return _respond(
+            environ,
+            start_response,
+            "401 Unauthorized",
+            body,
+            "application/json",
+            [("WWW-Authenticate", 'Bearer realm="metrics"')],
+        )
     refresh.ensure_started()
     try:
         metrics.update_snapshot_gauges(refresh.freshness())

@@ -17,6 +17,14 @@ A kubeconfig user that runs a command — ``exec``, or an ``auth-provider`` (gcp
 portal run a program. Every refusal that depends on the file system says the same thing, "not
 an allowed kubeconfig", whether the file exists or not; the reason goes to the portal's log.
 
+An allowed command's environment is an allowlist too. The variables a kubeconfig's
+``exec.env`` sets must be named in ``KUBECONFIG_EXEC_ENV`` (e.g. ``AWS_PROFILE``), and names
+that change which code runs or where it reads its settings (``LD_*``, ``PATH``, ``PYTHON*``,
+``NODE_OPTIONS``, ``HOME``, proxies, ...) are refused even when listed. From the portal's own
+environment the command inherits only ``PATH``, ``HOME``, the locale, ``TZ`` and ``TMPDIR`` and
+the names in ``KUBECONFIG_EXEC_ENV`` (IRSA's ``AWS_ROLE_ARN`` and ``AWS_WEB_IDENTITY_TOKEN_FILE``,
+say) — never ``SECRET_KEY``, ``DATABASE_URL`` or anything else the portal holds.
+
 ``KUBECONFIG_DEFAULT_LOOKUP`` (off unless a local operator turns it on) lets an empty name mean
 the process's own ``KUBECONFIG`` / ``~/.kube/config``, as the client would find it, with the
 same command checks but with file references left where that operator keeps them.
@@ -38,6 +46,7 @@ from django.conf import settings
 from kubernetes import client, config
 from kubernetes.config import kube_config
 from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.exec_provider import ExecProvider
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +59,17 @@ NAME_HELP = (
 )
 # Larger than any real kubeconfig or certificate; bounds what a mistaken name makes us read.
 MAX_FILE_BYTES = 1024 * 1024
-# Keys of an exec plugin's environment that would change which code runs.
-FORBIDDEN_EXEC_ENV = re.compile(r"(LD_|DYLD_|PYTHON).*|PATH|BASH_ENV|ENV|PERL5LIB|RUBYOPT")
+# Names of an exec plugin's environment that would change which code runs, or which files and
+# hosts it trusts: refused in a kubeconfig even when KUBECONFIG_EXEC_ENV lists them.
+FORBIDDEN_EXEC_ENV = re.compile(
+    r"(LD_|DYLD_|PYTHON|PERL|RUBY|NODE_|NPM_|JAVA|_JAVA|JDK_|GCONV|GIT_|BASH_|SSL_|CURL_|"
+    r"REQUESTS_|GODEBUG|GOFLAGS|XDG_|KUBE).*|.*_PROXY|PATH|ENV|HOME|SHELL|SHELLOPTS|IFS|"
+    r"PS4|TMPDIR|LOCPATH|NLSPATH|HOSTALIASES|RES_OPTIONS|LOCALDOMAIN|MALLOC_.*|"
+    r"AWS_CONFIG_FILE|AWS_SHARED_CREDENTIALS_FILE|AWS_CA_BUNDLE|CLOUDSDK_CONFIG",
+    re.IGNORECASE,
+)
+# What an allowed command inherits from the portal's environment besides KUBECONFIG_EXEC_ENV.
+EXEC_BASE_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
 # file key -> the key that carries the same content inline (base64, except the token).
 CLUSTER_FILES = {"certificate-authority": "certificate-authority-data"}
 USER_FILES = {
@@ -268,10 +286,13 @@ def _check_commands(user: Mapping[str, Any]) -> None:
         env = plugin.get("env") or []
         if not isinstance(env, list):
             raise _Refusal("exec env must be a list")
+        allowed = set(settings.KUBECONFIG_EXEC_ENV)
         for item in env:
             key = item.get("name") if isinstance(item, Mapping) else None
             if not isinstance(key, str) or FORBIDDEN_EXEC_ENV.fullmatch(key):
                 raise _Refusal(f"exec env {key!r} would change which code runs")
+            if key not in allowed:
+                raise _Refusal(f"exec env {key!r} is not in KUBECONFIG_EXEC_ENV")
     provider = user.get("auth-provider")
     if provider is not None:
         provider_name = provider.get("name") if isinstance(provider, Mapping) else None
@@ -285,6 +306,36 @@ def _check_commands(user: Mapping[str, Any]) -> None:
             first = str(cmd_path).split()[0] if str(cmd_path).split() else ""
             if first not in commands:
                 raise _Refusal(f"auth-provider cmd-path {first!r} is not allowed")
+
+
+def exec_environment(kubeconfig_env: Any) -> dict[str, str]:
+    """The whole environment an allowed exec plugin runs with: the base names and
+    ``KUBECONFIG_EXEC_ENV`` from the portal's own, then the kubeconfig's ``env`` entries (already
+    checked by ``_check_commands``)."""
+    names = [*EXEC_BASE_ENV, *settings.KUBECONFIG_EXEC_ENV]
+    env = {
+        name: os.environ[name]
+        for name in names
+        if name in os.environ and (name in EXEC_BASE_ENV or not FORBIDDEN_EXEC_ENV.fullmatch(name))
+    }
+    for item in kubeconfig_env or ():
+        if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+            env[item["name"]] = str(item.get("value", ""))
+    return env
+
+
+class _ScopedExecProvider(ExecProvider):
+    """The client's exec provider with :func:`exec_environment` instead of a copy of
+    ``os.environ`` (which would hand the plugin the portal's secrets)."""
+
+    def __init__(self, exec_config: Any, cwd: Any, cluster: Any = None) -> None:
+        super().__init__(exec_config, cwd, cluster)
+        self.env = exec_environment(exec_config.safe_get("env"))
+
+
+# Every kubeconfig the portal loads goes through this module; the client's loader looks the
+# provider up in its module when it runs a plugin.
+kube_config.ExecProvider = _ScopedExecProvider
 
 
 def _inline(entry: dict, files: Mapping[str, str], base: Path, confine_to: Path | None) -> None:

@@ -6,6 +6,11 @@ break it: that pod is reported refused with the budget's own message and is not 
 budget is the cluster owner's word). Evictions are paced (``EVICTION_INTERVAL_SECONDS`` apart)
 and capped per cluster (``EVICTIONS_PER_MINUTE`` through the shared cache, so web replicas add
 up), and every request is audited with each pod's outcome.
+
+Pods of the protected namespaces (``EVICTION_PROTECTED_NAMESPACES``: kube-system, kube-public,
+kube-node-lease and the portal's own by default) are never evicted: each is reported
+``protected`` and no request is sent. Who may evict is the permission ``inventory.evict_pod``,
+held by the ``evictor`` group and admins, not implied by editing policies (``core.roles``).
 """
 
 from __future__ import annotations
@@ -38,7 +43,8 @@ class EvictionResult:
     namespace: str
     name: str
     ok: bool
-    # "evicted", "refused" (a PodDisruptionBudget), "gone", "rate-limited", "failed"
+    # "evicted", "refused" (a PodDisruptionBudget), "protected" (its namespace), "gone",
+    # "rate-limited", "failed"
     outcome: str
     message: str = ""
 
@@ -52,6 +58,18 @@ def _budget_message(exc: ApiException) -> str:
     detail = "; ".join(str(c.get("message")) for c in causes if isinstance(c, dict))
     message = str(status.get("message") or "refused by a PodDisruptionBudget")
     return f"{message} {detail}".strip()
+
+
+def protected_namespaces() -> frozenset[str]:
+    """The namespaces no eviction reaches (``EVICTION_PROTECTED_NAMESPACES``)."""
+    return frozenset(n.strip() for n in settings.EVICTION_PROTECTED_NAMESPACES if n.strip())
+
+
+def protected_message(namespace: str) -> str:
+    return (
+        f"namespace {namespace} is protected: the portal never evicts its pods "
+        "(EVICTION_PROTECTED_NAMESPACES)"
+    )
 
 
 def _take_slot(cluster: Cluster) -> bool:
@@ -84,9 +102,14 @@ def pods_evict(
         raise ContentError({"pods": [f"At most {MAX_PER_REQUEST} pods at a time."]})
     results: list[EvictionResult] = []
     gone: list[tuple[str, str]] = []
+    protected = protected_namespaces()
     api = None
     try:
         for i, (namespace, name) in enumerate(pods):
+            if namespace in protected:
+                message = protected_message(namespace)
+                results.append(EvictionResult(namespace, name, False, "protected", message))
+                continue
             if not _take_slot(cluster):
                 results.append(
                     EvictionResult(

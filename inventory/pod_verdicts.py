@@ -210,7 +210,8 @@ def _scope_filter(scopes: list[RejectingScope]) -> tuple[dict[str, Any], Q]:
     names: dict[str, str] = {}
     condition = Q(pk__in=[])
     for scope in scopes:
-        part = Q()
+        # Not Q(): OR-ing an empty Q drops it, and a policy selecting every pod would select none.
+        part = Q(pk__isnull=False)
         if scope.nodes is not None:
             part &= Q(node_name__in=sorted(scope.nodes))
         if scope.namespaces is not None:

@@ -4,13 +4,16 @@ Each chosen node gets one merge patch of exactly its drifting labels; the per-no
 returned, one audit entry records the push, and the stored nodes are updated from the API's
 answers so the inventory shows the new labels at once.
 
-Only keys with an allowed prefix are pushed. By default every prefix is allowed except
-``kubernetes.io``, ``k8s.io`` and their subdomains (``node-role.kubernetes.io``,
-``topology.kubernetes.io``, ...), which Kubernetes itself reserves — the API server's
-NodeRestriction keeps kubelets from setting them, and a label like
-``node-role.kubernetes.io/control-plane`` moves workloads and their tolerations. With
-``LABEL_PUSH_ALLOWED_PREFIXES`` set, only keys under one of its prefixes (or a subdomain) are
-pushed. A node whose drift holds a key that may not be pushed is not patched at all.
+Only keys under a prefix the operator names are pushed (``LABEL_PUSH_ALLOWED_PREFIXES``, an
+allowlist; empty, the default: nothing is pushed). Keys other programs read — an autoscaler's
+``karpenter.sh/nodepool``, a cloud controller's ``eks.amazonaws.com/nodegroup``, a device
+plugin's ``nvidia.com/gpu.product`` — stay theirs unless the operator lists their prefix. An
+entry matches the prefix and its subdomains; the entry ``/`` stands for keys without a prefix
+(``tier``), which by Kubernetes' convention belong to the cluster's users. ``kubernetes.io``,
+``k8s.io`` and their subdomains (``node-role.kubernetes.io``, ``topology.kubernetes.io``, ...)
+are refused even when listed: Kubernetes reserves them, and a label like
+``node-role.kubernetes.io/control-plane`` moves workloads and their tolerations. A node whose
+drift holds a key that may not be pushed is not patched at all (docs/security.md).
 """
 
 from __future__ import annotations
@@ -43,22 +46,37 @@ def _under(domain: str, parent: str) -> bool:
     return domain == parent or domain.endswith("." + parent)
 
 
+UNPREFIXED = "/"
+
+
+def allowed_prefixes() -> list[str]:
+    """The operator's allowlist, normalised (lower case, no trailing slash; ``/`` kept)."""
+    found = []
+    for entry in settings.LABEL_PUSH_ALLOWED_PREFIXES:
+        entry = entry.strip().lower()
+        found.append(UNPREFIXED if entry == UNPREFIXED else entry.rstrip("/"))
+    return [entry for entry in found if entry]
+
+
 def key_pushable(key: str) -> bool:
     """Whether a label key may be pushed to a cluster (see the module's docstring)."""
     prefix = key.rpartition("/")[0].lower()
-    allowed = [p.strip().rstrip("/").lower() for p in settings.LABEL_PUSH_ALLOWED_PREFIXES]
-    if allowed:
-        return bool(prefix) and any(_under(prefix, parent) for parent in allowed if parent)
-    return not any(_under(prefix, reserved) for reserved in RESERVED_DOMAINS)
+    if any(_under(prefix, reserved) for reserved in RESERVED_DOMAINS):
+        return False
+    allowed = allowed_prefixes()
+    if not prefix:
+        return UNPREFIXED in allowed
+    return any(_under(prefix, parent) for parent in allowed if parent != UNPREFIXED)
 
 
 def refused_keys_message(keys: list[str]) -> str:
-    setting = settings.LABEL_PUSH_ALLOWED_PREFIXES
+    allowed = allowed_prefixes()
     rule = (
-        f"only prefixes {', '.join(setting)} (LABEL_PUSH_ALLOWED_PREFIXES) are pushed"
-        if setting
-        else "kubernetes.io/, k8s.io/ and their subdomains are reserved to Kubernetes "
-        "(LABEL_PUSH_ALLOWED_PREFIXES)"
+        f"only prefixes {', '.join(allowed)} (LABEL_PUSH_ALLOWED_PREFIXES) are pushed, never "
+        "kubernetes.io/ or k8s.io/"
+        if allowed
+        else "LABEL_PUSH_ALLOWED_PREFIXES is empty: no label is pushed until the operator "
+        "names the prefixes the portal may write"
     )
     return f"not patched: {', '.join(sorted(keys))} may not be pushed; {rule}"
 

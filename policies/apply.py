@@ -10,6 +10,8 @@ A document::
                          labels}, ... ]
     expectations: [ {name, description, cluster, enabled, kind, pod, node_selector}, ... ]
     clusters: [ {name, display_name, description, source, kubeconfig_path, ...}, ... ]
+    managedResources: [ {cluster, name, description, node_selector, capacity,
+                         capacity_label}, ... ]
 
 is validated as a whole (errors named like ``policies[3].filter_rules[0].key``) and applied in
 one transaction through the services: objects are matched by name, content equal to the stored
@@ -23,6 +25,11 @@ where its credentials are (a kubeconfig's *name*), never the credentials — so 
 applied to an empty portal recreates the clusters before the objects that name them. Clusters
 are created and updated, never deleted by an apply, prune or not: deleting one takes its
 inventory and everything scoped to it (docs/operations.md, "Backup and restore").
+
+``managedResources`` (docs/managed-resources.md) are matched by cluster and name (a resource
+of the same name may exist in two clusters) and pruned, like expectations, only when the
+document has the list; the export always carries it, so a backup by export and apply keeps
+them. Their reservations are the binder's running state and are neither exported nor applied.
 """
 
 from __future__ import annotations
@@ -66,6 +73,14 @@ from policies.services import (
     policy_update,
 )
 from policies.validation import clean_expectation
+from resources.models import ManagedResource
+from resources.services import (
+    managed_resource_content,
+    managed_resource_create,
+    managed_resource_delete,
+    managed_resource_update,
+)
+from resources.validation import clean_managed_resource
 
 API_VERSION = "portal/v1"
 KIND = "PolicySet"
@@ -76,11 +91,15 @@ DOCUMENT_FIELDS = {
     "policies",
     "labelAssignments",
     "expectations",
+    "managedResources",
 }
 POLICY = "policy"
 ASSIGNMENT = "label_assignment"
 EXPECTATION = "expectation"
 CLUSTER = "cluster"
+MANAGED_RESOURCE = "managed_resource"
+# Sections pruned only when the document has their list (documents older than them omit it).
+PRUNED_WHEN_LISTED = {EXPECTATION: "expectations", MANAGED_RESOURCE: "managedResources"}
 
 
 @dataclass
@@ -114,10 +133,22 @@ class ApplyPlan:
 class _Section:
     key: str  # the document key
     kind: str  # the object type in the plan and audit
-    model: type[Policy] | type[LabelAssignment] | type[Expectation]
+    model: type[Policy] | type[LabelAssignment] | type[Expectation] | type[ManagedResource]
     clean: Callable[[Any], dict]
     content_of: Callable[[Any], Mapping[str, Any]]
     entries: list[dict] = field(default_factory=list)
+
+    def identity(self, content: Mapping[str, Any]) -> str:
+        """What matches an entry to a stored object: its name (a managed resource's is
+        ``cluster/name``)."""
+        if self.kind == MANAGED_RESOURCE:
+            return f"{content['cluster']}/{content['name']}"
+        return str(content["name"])
+
+    def stored_identity(self, obj: Any) -> str:
+        if self.kind == MANAGED_RESOURCE:
+            return f"{obj.cluster.name}/{obj.name}"
+        return str(obj.name)
 
 
 def _sections() -> list[_Section]:
@@ -131,6 +162,13 @@ def _sections() -> list[_Section]:
         ),
         _Section("policies", POLICY, Policy, clean_policy_for_write, policy_content),
         _Section("expectations", EXPECTATION, Expectation, clean_expectation, expectation_content),
+        _Section(
+            "managedResources",
+            MANAGED_RESOURCE,
+            ManagedResource,
+            clean_managed_resource,
+            managed_resource_content,
+        ),
     ]
 
 
@@ -210,9 +248,10 @@ def clean_document(document: Any) -> tuple[list[dict], list[_Section]]:
             except ContentError as exc:
                 exc.merge_into(errors, prefix)
                 continue
-            if content["name"] in seen:
-                errors[f"{prefix}.name"] = [f"{content['name']!r} appears twice."]
-            seen.add(content["name"])
+            identity = section.identity(content)
+            if identity in seen:
+                errors[f"{prefix}.name"] = [f"{identity!r} appears twice."]
+            seen.add(identity)
             if content["cluster"] is not None and content["cluster"] not in clusters:
                 errors[f"{prefix}.cluster"] = [f"No cluster named {content['cluster']!r}."]
             section.entries.append(content)
@@ -242,7 +281,7 @@ def _plan_clusters(entries: list[dict], plan: ApplyPlan) -> list[tuple]:
 
 def _plan_section(section: _Section, plan: ApplyPlan, prune: bool) -> list[tuple]:
     stored = {
-        obj.name: obj
+        section.stored_identity(obj): obj
         for obj in section.model.objects.select_related("cluster").prefetch_related(
             *(("filter_rules", "weight_rules") if section.model is Policy else ())
         )
@@ -250,9 +289,10 @@ def _plan_section(section: _Section, plan: ApplyPlan, prune: bool) -> list[tuple
     steps: list[tuple] = []
     named = set()
     for content in section.entries:
-        named.add(content["name"])
-        obj = stored.get(content["name"])
-        ref = {"kind": section.kind, "name": content["name"]}
+        identity = section.identity(content)
+        named.add(identity)
+        obj = stored.get(identity)
+        ref = {"kind": section.kind, "name": identity}
         if obj is None:
             plan.created.append(ref)
             steps.append(("create", section, None, content))
@@ -288,6 +328,15 @@ def _run(step: tuple, actor: Any, force: bool) -> None:
             )
         else:
             policy_delete(actor=actor, policy=obj, force=True)
+    elif section.kind == MANAGED_RESOURCE:
+        if op == "create":
+            managed_resource_create(actor=actor, data=content, note=note)
+        elif op == "update":
+            managed_resource_update(
+                actor=actor, resource=obj, data=content, note=note, action=AuditAction.APPLY
+            )
+        else:
+            managed_resource_delete(actor=actor, resource=obj)
     elif section.kind == EXPECTATION:
         if op == "create":
             expectation_create(actor=actor, data=content, note=note)
@@ -331,8 +380,10 @@ def policy_set_apply(
     cluster_steps = _plan_clusters(cluster_entries, plan)
     steps: list[tuple] = []
     for section in sections:
-        # A document without an expectations list says nothing about them: never prune them.
-        prune_section = prune and (section.kind != EXPECTATION or "expectations" in document)
+        # A document without an expectations (managedResources) list says nothing about them:
+        # never prune them.
+        listed = PRUNED_WHEN_LISTED.get(section.kind)
+        prune_section = prune and (listed is None or listed in document)
         steps.extend(_plan_section(section, plan, prune_section))
     replace = {
         (obj.name if obj is not None else content["name"]): content
@@ -376,8 +427,9 @@ def _add_impact(plan: ApplyPlan, steps: list[tuple]) -> None:
 
 
 def export_document(*, clusters: bool = False) -> dict:
-    """Every policy, label assignment and expectation as a PolicySet that applies as a no-op;
-    with ``clusters`` every cluster's settings first (a configuration backup)."""
+    """Every policy, label assignment, expectation and managed resource as a PolicySet that
+    applies as a no-op; with ``clusters`` every cluster's settings first (a configuration
+    backup)."""
     policies = Policy.objects.select_related("cluster").prefetch_related(
         "filter_rules", "weight_rules"
     )
@@ -391,4 +443,10 @@ def export_document(*, clusters: bool = False) -> dict:
         "policies": [policy_content(p) for p in policies.order_by("name")],
         "labelAssignments": [label_assignment_content(a) for a in assignments.order_by("name")],
         "expectations": [expectation_content(e) for e in expectations.order_by("name")],
+        "managedResources": [
+            managed_resource_content(r)
+            for r in ManagedResource.objects.select_related("cluster").order_by(
+                "cluster__name", "name"
+            )
+        ],
     }

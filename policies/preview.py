@@ -16,9 +16,11 @@ from engine import preview as engine
 from engine.assignment_checks import assignment_warnings
 from engine.facts import NodeFacts
 from engine.pods import PodFacts
+from engine.policy import compile_policy
 from engine.snapshot import ClusterSnapshot
 from engine.sources import assignment_spec_from_content
-from inventory.models import Cluster, Node
+from inventory.evict import protected_namespaces
+from inventory.models import Cluster, Node, Pod
 from inventory.pod_queries import bound_pods, cluster_pods, pending_pods
 from policies.compile import current_snapshot
 from policies.content import label_assignment_content, policy_content
@@ -71,6 +73,7 @@ def preview_policy(data: Any) -> dict[str, Any]:
         if worst is None or result.passing < worst.passing:
             worst = result
     warnings = engine.warnings(content, all_facts, worst) + placement_warnings
+    warnings += _protected_warnings(content, names)
     return {
         "name": content["name"],
         "snapshot_revision": snapshot.revision,
@@ -81,6 +84,40 @@ def preview_policy(data: Any) -> dict[str, Any]:
             {saved_row.name if saved_row else content["name"]: content}
         ),
     }
+
+
+def _protected_warnings(content: dict[str, Any], clusters: list[str]) -> list[engine.DraftWarning]:
+    """A warning when the draft's scope reaches a protected namespace: it names one, or it
+    selects every namespace and the pod inventory has pods of a protected one it selects
+    (coredns in kube-system, the portal's own pods). Such pods are never evicted, and a rule
+    that rejects their nodes keeps their replacements Pending (docs/operations.md)."""
+    protected = protected_namespaces()
+    named = set((content.get("pod_selector") or {}).get("namespaces") or ())
+    if named:
+        reached = sorted(named & protected)
+    else:
+        draft = compile_policy({**content, "cluster": None}, version=0)
+        rows = Pod.objects.filter(
+            cluster__name__in=clusters, namespace__in=sorted(protected)
+        ).values_list("namespace", "labels")
+        reached = sorted(
+            {ns for ns, lbls in rows if draft.selects(PodFacts(namespace=ns, labels=lbls or {}))}
+        )
+    if not reached:
+        return []
+    return [
+        engine.DraftWarning(
+            code="protected_namespace",
+            message=(
+                f"this policy selects pods in the protected namespace"
+                f"{'s' if len(reached) != 1 else ''} {', '.join(reached)} "
+                "(EVICTION_PROTECTED_NAMESPACES): cluster components run there, a rule that "
+                "rejects their nodes keeps their replacements Pending, and the portal never "
+                "evicts them. Limit pod_selector.namespaces unless this is meant."
+            ),
+            path="pod_selector.namespaces",
+        )
+    ]
 
 
 def _namespaces(*contents: Any) -> list[str] | None:

@@ -312,6 +312,18 @@ INVENTORY_MAX_REMOVAL_SHARE = float(os.environ.get("INVENTORY_MAX_REMOVAL_SHARE"
 # (0: no cap), this many seconds apart (inventory.evict).
 EVICTIONS_PER_MINUTE = env_int("EVICTIONS_PER_MINUTE", 30)
 EVICTION_INTERVAL_SECONDS = float(os.environ.get("EVICTION_INTERVAL_SECONDS", "0.2"))
+# The namespace the portal runs in (PORTAL_NAMESPACE, else the ServiceAccount's, else the
+# manifests' policy-portal) and the namespaces no eviction reaches and whose pods a policy
+# warns about before it is saved (comma-separated; docs/operations.md, "Evictions").
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+PORTAL_NAMESPACE = (
+    os.environ.get("PORTAL_NAMESPACE", "").strip()
+    or (_SA_NAMESPACE.read_text().strip() if _SA_NAMESPACE.is_file() else "")
+    or "policy-portal"
+)
+EVICTION_PROTECTED_NAMESPACES = env_list(
+    "EVICTION_PROTECTED_NAMESPACES", f"kube-system,kube-public,kube-node-lease,{PORTAL_NAMESPACE}"
+)
 # The violations of a cluster are judged at most once per policy change and pod inventory
 # change; while pods keep changing, a result this many seconds old is reused (pages, API).
 POD_VERDICT_MAX_AGE_SECONDS = float(os.environ.get("POD_VERDICT_MAX_AGE_SECONDS", "5"))
@@ -330,8 +342,11 @@ EXTENDER_ALLOWED_CIDRS = os.environ.get("EXTENDER_ALLOWED_CIDRS", "")
 EXTENDER_BIND_ALLOWED_CIDRS = os.environ.get("EXTENDER_BIND_ALLOWED_CIDRS", "")
 DECISION_LOG_ENABLED = env_bool("DECISION_LOG_ENABLED", True)
 # The admission webhook (docs/admission.md) answers on the extender's server; an AdmissionReview
-# carries one pod (kube-apiserver takes at most 3 MiB per request), so its limit is far lower.
-ADMISSION_MAX_BODY_BYTES = env_int("ADMISSION_MAX_BODY_BYTES", 4 * 1024 * 1024)
+# carries one pod, which etcd stores only up to 1.5 MiB, so 2 MiB fits every real review. A pod
+# whose patch would be longer than these is refused with a message (extender.admission.handler).
+ADMISSION_MAX_BODY_BYTES = env_int("ADMISSION_MAX_BODY_BYTES", 2 * 1024 * 1024)
+ADMISSION_MAX_PATCH_OPS = env_int("ADMISSION_MAX_PATCH_OPS", 2000)
+ADMISSION_MAX_PATCH_BYTES = env_int("ADMISSION_MAX_PATCH_BYTES", 512 * 1024)
 # The web port serves kube-scheduler's verbs only when this turns the compatibility route on
 # (then under the same allowlists; never with client certificates required). portal/wsgi.py.
 EXTENDER_ON_WEB_PORT = env_bool("EXTENDER_ON_WEB_PORT", False)
@@ -339,6 +354,13 @@ EXTENDER_ON_WEB_PORT = env_bool("EXTENDER_ON_WEB_PORT", False)
 # empty: anyone who reaches the port and names an allowed host).
 WEB_METRICS_ALLOWED_CIDRS = os.environ.get("WEB_METRICS_ALLOWED_CIDRS", "")
 WEB_PROBES_ALLOWED_CIDRS = os.environ.get("WEB_PROBES_ALLOWED_CIDRS", "")
+# /metrics and /readyz's details (web and extender ports) to anonymous callers; off: only with
+# "Authorization: Bearer $METRICS_TOKEN" or from WEB_METRICS_ALLOWED_CIDRS (extender.health).
+# The production overlay turns it off.
+METRICS_ANONYMOUS = env_bool("METRICS_ANONYMOUS", True)
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()
+# /api/schema/ and /api/docs/ to anonymous callers; off: a session or an API token is needed.
+API_DOCS_ANONYMOUS = env_bool("API_DOCS_ANONYMOUS", True)
 
 # --- Cluster credentials (inventory.credentials, docs/operations.md) -------------------------
 # A cluster names its kubeconfig (or token/CA directory) in this operator-provisioned
@@ -348,13 +370,17 @@ KUBECONFIG_DIR = Path(os.environ.get("KUBECONFIG_DIR", VAR_DIR / "kubeconfigs"))
 # auth-providers it may use, e.g. "aws,gke-gcloud-auth-plugin,kubelogin" (empty: none).
 KUBECONFIG_ALLOWED_COMMANDS = env_list("KUBECONFIG_ALLOWED_COMMANDS", "")
 KUBECONFIG_ALLOWED_AUTH_PROVIDERS = env_list("KUBECONFIG_ALLOWED_AUTH_PROVIDERS", "")
+# Environment variables an allowed exec plugin may get: set by a kubeconfig's exec.env, or
+# passed from the portal's own environment (besides PATH, HOME, LANG, LC_ALL, TZ, TMPDIR),
+# e.g. "AWS_PROFILE,AWS_REGION,AWS_ROLE_ARN,AWS_WEB_IDENTITY_TOKEN_FILE". Empty: none.
+KUBECONFIG_EXEC_ENV = env_list("KUBECONFIG_EXEC_ENV", "")
 # Local operators only: an empty kubeconfig name means this process's own KUBECONFIG or
 # ~/.kube/config (commands still checked).
 KUBECONFIG_DEFAULT_LOOKUP = env_bool("KUBECONFIG_DEFAULT_LOOKUP", False)
 
-# Label keys "push assigned labels" may write to a cluster's nodes: keys under one of these
-# prefixes (or a subdomain); empty: every prefix but kubernetes.io, k8s.io and their
-# subdomains, which Kubernetes reserves (inventory.push).
+# Label keys "push assigned labels" may write to a cluster's nodes: an allowlist of prefixes
+# (each with its subdomains; "/" for keys without a prefix). Empty: nothing is pushed.
+# kubernetes.io, k8s.io and their subdomains are refused even when listed (inventory.push).
 LABEL_PUSH_ALLOWED_PREFIXES = env_list("LABEL_PUSH_ALLOWED_PREFIXES", "")
 
 # --- Generated scheduler configuration ------------------------------------------------------

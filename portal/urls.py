@@ -7,13 +7,15 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from core.api.permissions import ApiDocsAccess
 from portal.api.views import api_not_found
 
 # Swagger UI (the split view: its start-up script is a separate, same-origin file) carries one
 # fixed <style> block; the CSP allows exactly that block, by hash, on this page only.
 SWAGGER_STYLE_HASH = "'sha256-MMpT0iDxyjALd9PdfepImGX3DBfJPXZ4IlDWdPAgtn0='"
+# Anonymous only while API_DOCS_ANONYMOUS is on (the production overlay turns it off).
 api_docs = csp_update({"style-src-elem": [SWAGGER_STYLE_HASH]})(
-    SpectacularSwaggerSplitView.as_view(url_name="schema")
+    SpectacularSwaggerSplitView.as_view(url_name="schema", permission_classes=[ApiDocsAccess])
 )
 
 urlpatterns = [
@@ -22,7 +24,11 @@ urlpatterns = [
     # its pages (console/urls.py) are among its URLs.
     path("admin/", admin.site.urls),
     path("api/v1/", include("portal.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path(
+        "api/schema/",
+        SpectacularAPIView.as_view(permission_classes=[ApiDocsAccess]),
+        name="schema",
+    ),
     path("api/docs/", api_docs, name="api-docs"),
     re_path(r"^api/", api_not_found),  # the API's JSON 404 for any other path under /api/
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from rest_framework.permissions import SAFE_METHODS, BasePermission, DjangoModelPermissions
 
 from core.tokens import token_allows
@@ -79,3 +80,11 @@ class ActionPermissions(BasePermission):
                 return list(required["read"])
             return list(required.get(request.method, required.get("default")) or [])
         return list(required)
+
+
+class ApiDocsAccess(BasePermission):
+    """The OpenAPI schema and Swagger UI: anyone while ``API_DOCS_ANONYMOUS`` is on, otherwise
+    an authenticated user (session or token); read at each request."""
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        return bool(settings.API_DOCS_ANONYMOUS or (request.user and request.user.is_authenticated))

@@ -7,6 +7,12 @@ to the same rules as the verbs: ``EXTENDER_ALLOWED_CIDRS`` here, the client cert
 nothing a caller sends makes it answer 500. Reviews it has nothing to do for — another
 operation, a subresource, another kind, a cluster in ``admission: off``, a pod it never touches —
 are allowed unchanged. Metrics are counted once the response is sent.
+
+Bounds: a review over ``ADMISSION_MAX_BODY_BYTES`` is answered 413 before it is decoded (the
+default, 2 MiB, is above anything kube-apiserver can store: etcd takes 1.5 MiB per object); a
+pod whose patch would take more than ``ADMISSION_MAX_PATCH_OPS`` operations or
+``ADMISSION_MAX_PATCH_BYTES`` bytes is *denied* with a message saying so — refused, not passed
+through unpatched, so that no one can opt a pod out by bloating it.
 """
 
 from __future__ import annotations
@@ -24,7 +30,14 @@ from engine.pods import PodFacts
 from engine.snapshot import ClusterSnapshot, Snapshot
 from extender import access
 from extender.admission import metrics
-from extender.admission.review import AdmissionRequest, ReviewError, decode, decode_object, encode
+from extender.admission.review import (
+    AdmissionRequest,
+    ReviewError,
+    decode,
+    decode_object,
+    deny,
+    encode,
+)
 from extender.admission.review import status as status_body
 from extender.holder import holder
 
@@ -34,6 +47,8 @@ PREFIX = "/admission/"
 VERB = "mutate"
 # Read once: the hot path does not go through Django's settings object.
 MAX_BODY_BYTES: int = settings.ADMISSION_MAX_BODY_BYTES
+MAX_PATCH_OPS: int = settings.ADMISSION_MAX_PATCH_OPS
+MAX_PATCH_BYTES: int = settings.ADMISSION_MAX_PATCH_BYTES
 CALLERS = access.from_settings(settings.EXTENDER_ALLOWED_CIDRS, "")[0]
 # Plans kept per cluster snapshot (one per distinct set of policies pods select).
 MAX_CACHED_PLANS = 256
@@ -47,6 +62,19 @@ SKIP_KIND = "not_a_pod"
 
 StartResponse = Callable[..., object]
 _HEADERS = [("Content-Type", "application/json")]
+
+
+class Denied(ReviewError):
+    """A pod the webhook refuses (answered 200 with ``allowed: false``, counted as an error)."""
+
+
+def _patch_too_large(what: str) -> Denied:
+    return Denied(
+        400,
+        "patch_too_large",
+        f"policy-portal admission: {what}; the webhook refuses the pod rather than admit it "
+        "without its placement rules (simplify its node affinity)",
+    )
 
 
 @dataclass(slots=True)
@@ -163,15 +191,24 @@ def decide(cluster: ClusterSnapshot, request: AdmissionRequest) -> Decision:
     namespace = request.namespace
     if not namespace and isinstance(metadata, Mapping):
         namespace = str(metadata.get("namespace") or "")
+    user = request.userInfo
     try:
-        reason = engine.skip_reason(pod, namespace, cluster.admission_excluded_namespaces)
+        reason = engine.skip_reason(
+            pod,
+            namespace,
+            cluster.admission_excluded_namespaces,
+            username=user.username if user is not None else "",
+            groups=user.groups if user is not None else (),
+        )
         if reason is not None:
             return Decision(metrics.SKIPPED, reason)
         facts = PodFacts(namespace=namespace, name=request.name, labels=labels)
         plan = _plan(cluster, cluster.evaluator.active(facts))
-        patch = engine.pod_patch(pod, plan, cluster.admission)
+        patch = engine.pod_patch(pod, plan, cluster.admission, max_ops=MAX_PATCH_OPS)
     except engine.PodShapeError as exc:
         raise ReviewError(400, "bad_request", f"request.object: {exc}") from None
+    except engine.PatchTooLarge as exc:
+        raise _patch_too_large(f"{exc} (ADMISSION_MAX_PATCH_OPS)") from None
     if not patch:
         why = engine.SKIP_UNCHANGED if plan.selects else engine.SKIP_NO_POLICY
         return Decision(metrics.SKIPPED, why)
@@ -217,6 +254,14 @@ def application(environ: dict[str, Any], start_response: StartResponse) -> Itera
             raise ReviewError(404, "unknown_cluster", f"unknown cluster {name!r}")
         decision = decide(cluster, request)
         body = encode(request.uid, decision.patch)
+        if len(body) > MAX_PATCH_BYTES:
+            raise _patch_too_large(
+                f"the response with this pod's patch would be {len(body)} bytes, over "
+                f"ADMISSION_MAX_PATCH_BYTES ({MAX_PATCH_BYTES})"
+            )
+    except Denied as exc:
+        metrics.observe_error(name, exc.kind, _known(holder.snapshot))
+        return _respond(start_response, 200, deny(request.uid, exc.status, exc.message))
     except ReviewError as exc:
         metrics.observe_error(name, exc.kind, _known(holder.snapshot))
         return _respond(start_response, exc.status, status_body(exc.status, exc.message))

@@ -1,7 +1,8 @@
 """``admission.k8s.io/v1`` AdmissionReview: decoding the request, encoding the response.
 
-Only what the webhook reads is decoded (msgspec Structs skip the rest, ``userInfo``,
-``oldObject`` and ``options`` included); the object under review is kept as raw JSON and
+Only what the webhook reads is decoded (msgspec Structs skip the rest, ``oldObject`` and
+``options`` included; of ``userInfo`` the username and groups, which say whether a kubelet or
+the DaemonSet controller made the request); the object under review is kept as raw JSON and
 decoded only for a pod CREATE. Keys are the Kubernetes JSON names (camelCase, case-sensitive,
 as kube-apiserver writes them). Errors are answered as a ``metav1.Status``, which kube-apiserver
 decodes and quotes in its own error ("failed calling webhook ...: <message>").
@@ -44,6 +45,11 @@ class GroupVersionResource(Struct):
     resource: str = ""
 
 
+class UserInfo(Struct):
+    username: str = ""
+    groups: list[str] = []
+
+
 class AdmissionRequest(Struct):
     uid: str
     kind: GroupVersionKind | None = None
@@ -54,6 +60,7 @@ class AdmissionRequest(Struct):
     operation: str = ""
     object: Raw = Raw(b"null")  # raw: decoded only for a pod CREATE
     dryRun: bool | None = None
+    userInfo: UserInfo | None = None
 
 
 class AdmissionReview(Struct):
@@ -117,6 +124,17 @@ def encode(uid: str, patch: list[dict[str, Any]] | None = None) -> bytes:
     if patch:
         response["patchType"] = JSON_PATCH
         response["patch"] = base64.b64encode(orjson.dumps(patch)).decode("ascii")
+    return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response})
+
+
+def deny(uid: str, code: int, message: str) -> bytes:
+    """The response refusing the pod itself (whatever the webhook's failurePolicy): kube-apiserver
+    answers the pod's creator with ``message``."""
+    response = {
+        "uid": uid,
+        "allowed": False,
+        "status": {"code": code, "message": message, "reason": _REASONS.get(code, "Unknown")},
+    }
     return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response})
 
 

@@ -147,7 +147,9 @@ def webhook_configuration(
         ],
         "failurePolicy": options.failure_policy,
         "matchPolicy": "Equivalent",
-        "objectSelector": {
+        # Opting out is the namespace's label, which pod authors cannot set; no objectSelector:
+        # a label on the pod itself opts nothing out (docs/admission.md).
+        "namespaceSelector": {
             "matchExpressions": [
                 {"key": OPT_OUT_LABEL, "operator": "NotIn", "values": [OPT_OUT_VALUE]}
             ]
@@ -157,11 +159,9 @@ def webhook_configuration(
         "reinvocationPolicy": "IfNeeded",
     }
     if excluded:
-        webhook["namespaceSelector"] = {
-            "matchExpressions": [
-                {"key": NAMESPACE_LABEL, "operator": "NotIn", "values": sorted(excluded)}
-            ]
-        }
+        webhook["namespaceSelector"]["matchExpressions"].append(
+            {"key": NAMESPACE_LABEL, "operator": "NotIn", "values": sorted(excluded)}
+        )
     return {
         "apiVersion": API_VERSION,
         "kind": "MutatingWebhookConfiguration",

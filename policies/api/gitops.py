@@ -89,9 +89,23 @@ class PolicySetClusterSerializer(serializers.Serializer):
     bind_enabled = serializers.BooleanField(required=False)
 
 
+class PolicySetManagedResourceSerializer(serializers.Serializer):
+    """A managed resource (docs/managed-resources.md), matched by cluster and name."""
+
+    cluster = serializers.CharField()
+    name = serializers.CharField(max_length=317)
+    description = serializers.CharField(required=False, allow_blank=True)
+    node_selector = serializers.DictField(
+        required=False, help_text='{"node_names": [glob, ...], "match_expressions": [...]}'
+    )
+    capacity = serializers.CharField(required=False, allow_null=True)
+    capacity_label = serializers.CharField(required=False, allow_blank=True)
+
+
 class PolicySetSerializer(serializers.Serializer):
-    """Clusters (optional), policies, label assignments and expectations, matched by name
-    when applied; clusters are created and updated, never deleted."""
+    """Clusters (optional), policies, label assignments, expectations and managed resources,
+    matched by name (managed resources by cluster and name) when applied; clusters are created
+    and updated, never deleted."""
 
     apiVersion = serializers.ChoiceField(choices=[API_VERSION])
     kind = serializers.ChoiceField(choices=[KIND])
@@ -99,6 +113,7 @@ class PolicySetSerializer(serializers.Serializer):
     policies = PolicySetPolicySerializer(many=True, required=False)
     labelAssignments = PolicySetLabelAssignmentSerializer(many=True, required=False)
     expectations = PolicySetExpectationSerializer(many=True, required=False)
+    managedResources = PolicySetManagedResourceSerializer(many=True, required=False)
 
 
 class ApplyEntrySerializer(serializers.Serializer):
@@ -174,6 +189,17 @@ class ApplyView(NulGuardMixin, APIView):
                 raise PermissionDenied(
                     "This document has clusters: applying it needs the add and change "
                     "cluster permissions (an editor's)."
+                )
+        if isinstance(document, dict) and (
+            document.get("managedResources") or (prune and "managedResources" in document)
+        ):
+            needed = [
+                f"resources.{perm}_managedresource" for perm in ("view", "add", "change", "delete")
+            ]
+            if not granted(request, needed):
+                raise PermissionDenied(
+                    "This document has managed resources: applying it needs the managed "
+                    "resource permissions (an editor's)."
                 )
         return Response(
             policy_set_apply(

@@ -1,5 +1,6 @@
 """The Pending and Violations pages: grouped by the portal's reason, readable by viewers, and
-an eviction that only editors can ask for, shown and confirmed before anything is sent."""
+an eviction that only evictors (not editors as such) can ask for, shown and confirmed before
+anything is sent, never in a protected namespace."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ from tests.support.pods import realistic_pod
 pytestmark = pytest.mark.django_db
 
 
-def client_for(role: str) -> Client:
+def client_for(role: str, *grants: str) -> Client:
     user = User.objects.create_user(f"{role}-x", password="x", is_staff=True)
-    user.groups.add(Group.objects.get(name=role))
+    user.groups.add(Group.objects.get(name=role), *Group.objects.filter(name__in=grants))
     client = Client()
     client.force_login(user)
     return client
@@ -107,7 +108,7 @@ def test_eviction_is_shown_confirmed_and_respects_a_budget(
     ]
     pods_apply(cluster=cluster, records=[pod_record(p) for p in pods], replace=True)  # type: ignore[misc]
     server.add_disruption_budget("ml", "train", {"app": "train"}, min_available=3)
-    editor = client_for("editor")
+    editor = client_for("editor", "evictor")
     page = editor.get("/admin/violations/?cluster=prod").content.decode()
     assert page.count('name="pod"') == 3
     chosen = f"ml/{pods[0]['metadata']['name']}"
@@ -150,3 +151,47 @@ def test_node_page_lists_its_pods_and_what_they_request() -> None:
     assert "ml/train-" in html
     assert "nvidia.com/gpu 8 of 8" in html
     assert "1 pods;" in html
+
+
+def test_an_editor_cannot_evict_unless_granted(kube: tuple[FakeKubeServer, Cluster]) -> None:
+    """Editing policies does not imply evicting: the page offers nothing and a POST is 403."""
+    server, cluster = kube
+    pod = server.add_pod(realistic_pod(1, node="gpu-1", namespace="ml", app="train", slim=True))
+    pods_apply(cluster=cluster, records=[pod_record(pod)], replace=True)  # type: ignore[misc]
+    editor = client_for("editor")
+    page = editor.get("/admin/violations/?cluster=prod")
+    assert page.status_code == 200
+    assert 'name="pod"' not in page.content.decode()
+    chosen = f"ml/{pod['metadata']['name']}"
+    refused = editor.post(
+        "/admin/violations/?cluster=prod", {"cluster": "prod", "pod": [chosen], "confirm": "yes"}
+    )
+    assert refused.status_code == 403
+    assert server.evictions == []
+
+
+def test_protected_namespaces_offer_no_eviction(
+    kube: tuple[FakeKubeServer, Cluster], settings
+) -> None:
+    settings.EVICTION_INTERVAL_SECONDS = 0
+    server, cluster = kube
+    make_policy(name="everywhere", pod_selector={})  # every namespace, kube-system too
+    pods = [
+        server.add_pod(realistic_pod(i, node="gpu-1", namespace=ns, app="train", slim=True))
+        for i, ns in enumerate(["ml", "kube-system"])
+    ]
+    pods_apply(cluster=cluster, records=[pod_record(p) for p in pods], replace=True)  # type: ignore[misc]
+    admin = client_for("admin")
+    html = admin.get("/admin/violations/?cluster=prod").content.decode()
+    system = f"kube-system/{pods[1]['metadata']['name']}"
+    assert system in html
+    assert f'value="{system}"' not in html
+    assert f'value="ml/{pods[0]["metadata"]["name"]}"' in html
+    done = admin.post(
+        "/admin/violations/?cluster=prod",
+        {"cluster": "prod", "pod": [system], "confirm": "yes"},
+        follow=True,
+    )
+    assert "0 of 1 pods evicted." in done.content.decode()
+    assert "namespace kube-system is protected" in done.content.decode()
+    assert server.evictions == []

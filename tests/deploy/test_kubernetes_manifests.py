@@ -306,6 +306,11 @@ def test_production_settings_match_the_docs() -> None:
     assert data.get("EXTENDER_ON_WEB_PORT", "false") == "false"
     assert data["KUBECONFIG_DIR"] == "/etc/portal/kubeconfigs"
     assert all(host.startswith("https://") for host in data["CSRF_TRUSTED_ORIGINS"].split(","))
+    # Label push is an allowlist the operator names, never a reserved domain.
+    prefixes = [p.strip() for p in data["LABEL_PUSH_ALLOWED_PREFIXES"].split(",")]
+    assert prefixes
+    assert prefixes[0]
+    assert not any(p.endswith(("kubernetes.io", "k8s.io")) for p in prefixes)
 
 
 def test_production_settings_pass_djangos_deployment_checks(tmp_path: Path) -> None:
@@ -362,3 +367,10 @@ def test_the_image_is_built_from_pinned_bytes() -> None:
     makefile = (ROOT / "Makefile").read_text()
     assert "--upgrade pip" not in makefile
     assert "-r deploy/pip.txt" in makefile
+
+
+def test_the_build_context_leaves_local_state_out() -> None:
+    """``var`` and the ``var-*`` directories (a local portal's state, test databases) never go
+    into the image's build context."""
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()}
+    assert {"var", "var-*", ".git", ".venv"} <= ignored

@@ -242,23 +242,54 @@ def test_a_huge_annotation_is_cut() -> None:
     assert value.endswith("characters left out)")
 
 
+KUBELET = {"username": "system:node:node-1", "groups": ["system:nodes", "system:authenticated"]}
+DS_CONTROLLER = {"username": "system:serviceaccount:kube-system:daemon-set-controller"}
+DS_OWNER = [
+    {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "u", "controller": True}
+]
+
+
 @pytest.mark.parametrize(
-    ("obj", "namespace", "reason"),
+    ("obj", "namespace", "user", "reason"),
     [
-        (pod({"nodeName": "n1"}), "ml", admission.SKIP_BOUND),
-        (pod(annotations={"kubernetes.io/config.mirror": "abc"}), "ml", admission.SKIP_MIRROR),
-        (
-            pod(ownerReferences=[{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds",
-                                  "uid": "u", "controller": True}]),
-            "ml",
-            admission.SKIP_DAEMONSET,
-        ),
-        (pod(), "kube-system", admission.SKIP_NAMESPACE),
-        (pod(labels={"policy-portal.io/admission": "skip"}), "ml", admission.SKIP_OPT_OUT),
+        (pod({"nodeName": "n1"}), "ml", {}, admission.SKIP_BOUND),
+        (pod(annotations={"kubernetes.io/config.mirror": "abc"}), "ml", KUBELET,
+         admission.SKIP_MIRROR),
+        (pod(ownerReferences=DS_OWNER), "ml", DS_CONTROLLER, admission.SKIP_DAEMONSET),
+        (pod(ownerReferences=DS_OWNER), "ml", {"username": "system:kube-controller-manager"},
+         admission.SKIP_DAEMONSET),
+        (pod(), "kube-system", {}, admission.SKIP_NAMESPACE),
     ],
 )  # fmt: skip
-def test_pods_never_touched(obj, namespace, reason) -> None:
-    assert admission.skip_reason(obj, namespace, frozenset({"kube-system"})) == reason
+def test_pods_never_touched(obj, namespace, user, reason) -> None:
+    assert admission.skip_reason(obj, namespace, frozenset({"kube-system"}), **user) == reason
+
+
+@pytest.mark.parametrize(
+    ("obj", "user"),
+    [
+        # The opt-out label on the pod itself: its author set it.
+        (pod(labels={"policy-portal.io/admission": "skip"}), {}),
+        # A mirror annotation from anyone but a kubelet (or a node name without the group).
+        (pod(annotations={"kubernetes.io/config.mirror": "abc"}), {"username": "alice"}),
+        (pod(annotations={"kubernetes.io/config.mirror": "abc"}),
+         {"username": "system:node:n1", "groups": []}),
+        # A DaemonSet owner claimed by whoever created the pod.
+        (pod(ownerReferences=DS_OWNER), {"username": "alice", "groups": ["system:nodes"]}),
+        (pod(ownerReferences=DS_OWNER), KUBELET),
+    ],
+)  # fmt: skip
+def test_nothing_a_pod_author_writes_opts_it_out(obj, user) -> None:
+    assert admission.skip_reason(obj, "ml", frozenset({"kube-system"}), **user) is None
+
+
+def test_a_patch_past_its_bound_stops_with_patch_too_large() -> None:
+    terms = [{"matchExpressions": [{"key": f"k{i}", "operator": "Exists"}]} for i in range(50)]
+    big = pod({"affinity": {"nodeAffinity": {admission.REQUIRED: {"nodeSelectorTerms": terms}}}})
+    the_plan = plan(ML)
+    assert len(admission.pod_patch(big, the_plan, admission.MUTATE, max_ops=1000)) > 50
+    with pytest.raises(admission.PatchTooLarge, match="50 node selector terms"):
+        admission.pod_patch(big, the_plan, admission.MUTATE, max_ops=20)
 
 
 def test_pods_that_are_touched() -> None:

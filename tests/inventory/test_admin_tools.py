@@ -74,8 +74,9 @@ def test_node_page_and_list_show_drift(admin_client: Client, synced: Cluster) ->
 
 
 def test_push_action_confirms_then_patches(
-    admin_client: Client, kube: FakeKubeServer, synced: Cluster
+    admin_client: Client, kube: FakeKubeServer, synced: Cluster, settings
 ) -> None:
+    settings.LABEL_PUSH_ALLOWED_PREFIXES = ["/"]  # keys without a prefix (tier)
     ids = list(Node.objects.filter(cluster=synced).values_list("pk", flat=True))
     url = reverse("admin:inventory_node_changelist")
     data = {"action": "push_assigned_labels", "_selected_action": ids}

@@ -233,3 +233,64 @@ def test_no_name_is_refused_unless_the_operator_allows_the_default_lookup(
 ) -> None:
     with pytest.raises(CredentialsRefused, match="no credentials named"):
         load("")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NODE_OPTIONS",
+        "JAVA_TOOL_OPTIONS",
+        "GCONV_PATH",
+        "PERL5OPT",
+        "RUBYLIB",
+        "HOME",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "SSL_CERT_FILE",
+        "GIT_SSH_COMMAND",
+        "KUBECONFIG",
+        "AWS_CONFIG_FILE",
+        "ld_preload",
+    ],
+)
+def test_exec_env_names_that_steer_code_are_refused_even_when_listed(
+    kubeconfig_dir: Path, tmp_path: Path, settings: Any, name: str
+) -> None:
+    settings.KUBECONFIG_ALLOWED_COMMANDS = ["/bin/sh"]
+    settings.KUBECONFIG_EXEC_ENV = [name]
+    marker = tmp_path / "ran"
+    user = exec_user("/bin/sh", marker, env=[{"name": name, "value": str(tmp_path)}])
+    write(kubeconfig_dir / "steered", kubeconfig(**user))
+    assert "not an allowed kubeconfig" in refusal("steered")
+    assert not marker.exists()
+
+
+def test_exec_env_is_an_allowlist_and_the_plugin_gets_no_portal_secrets(
+    kubeconfig_dir: Path, tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only KUBECONFIG_EXEC_ENV names may be set; the plugin's environment is the base names,
+    the listed ones from the portal's environment and the kubeconfig's — not SECRET_KEY."""
+    settings.KUBECONFIG_ALLOWED_COMMANDS = ["/bin/sh"]
+    monkeypatch.setenv("SECRET_KEY", "portal-secret")
+    monkeypatch.setenv("DATABASE_URL", "postgres://portal:pw@db/portal")
+    monkeypatch.setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/portal")
+    dump = tmp_path / "env"
+    plugin = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "/bin/sh",
+            "args": ["-c", f"env > {dump}; exit 1"],
+            "env": [{"name": "AWS_PROFILE", "value": "prod"}],
+        }
+    }
+    write(kubeconfig_dir / "aws", kubeconfig(**plugin))
+    assert "not an allowed kubeconfig" in refusal("aws")  # AWS_PROFILE is not listed
+    assert not dump.exists()
+    settings.KUBECONFIG_EXEC_ENV = ["AWS_PROFILE", "AWS_ROLE_ARN"]
+    load("aws")
+    env = dict(line.split("=", 1) for line in dump.read_text().splitlines() if "=" in line)
+    assert env["AWS_PROFILE"] == "prod"
+    assert env["AWS_ROLE_ARN"] == "arn:aws:iam::1:role/portal"
+    assert "PATH" in env
+    assert "SECRET_KEY" not in env
+    assert "DATABASE_URL" not in env

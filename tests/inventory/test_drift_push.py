@@ -29,7 +29,9 @@ def assign(name: str, labels: dict, *, cluster: str | None = None, **selector: l
 
 
 @pytest.fixture
-def drifting(kube: FakeKubeServer, cluster: Cluster) -> Cluster:
+def drifting(kube: FakeKubeServer, cluster: Cluster, settings) -> Cluster:
+    # The operator lets the portal write keys without a prefix (tier, pool).
+    settings.LABEL_PUSH_ALLOWED_PREFIXES = ["/"]
     kube.add_node(node("gpu-1", accelerator="a100", tier="gold"))
     kube.add_node(node("gpu-2", accelerator="a100"))
     kube.add_node(node("cpu-1", tier="bronze"))
@@ -136,8 +138,10 @@ def test_push_refuses_static_clusters() -> None:
     ],
 )
 def test_reserved_label_keys_are_never_pushed(
-    kube: FakeKubeServer, cluster: Cluster, key: str
+    kube: FakeKubeServer, cluster: Cluster, key: str, settings
 ) -> None:
+    # Even when the operator lists them.
+    settings.LABEL_PUSH_ALLOWED_PREFIXES = ["example.com", "kubernetes.io", "k8s.io", key]
     kube.add_node(node("n1"))
     sync_cluster(cluster_id=cluster.pk)
     assign("takeover", {key: "", "example.com/tier": "gold"}, node_names=["n1"])
@@ -153,16 +157,51 @@ def test_reserved_label_keys_are_never_pushed(
 def test_an_allowed_prefix_list_limits_what_is_pushed(
     kube: FakeKubeServer, cluster: Cluster, settings
 ) -> None:
-    settings.LABEL_PUSH_ALLOWED_PREFIXES = ["example.com", "node-role.kubernetes.io"]
+    settings.LABEL_PUSH_ALLOWED_PREFIXES = ["example.com", "team.example.org"]
     kube.add_node(node("n1"))
     kube.add_node(node("n2"))
     sync_cluster(cluster_id=cluster.pk)
-    assign(
-        "ok", {"gpu.example.com/tier": "gold", "node-role.kubernetes.io/gpu": ""}, node_names=["n1"]
-    )
+    assign("ok", {"gpu.example.com/tier": "gold", "team.example.org/gpu": ""}, node_names=["n1"])
     assign("bare", {"tier": "gold"}, node_names=["n2"])
     results = push_labels(actor=None, cluster=cluster, node_names=["n1", "n2"])
     assert results["n1"]["ok"] is True
     assert results["n2"]["ok"] is False
-    assert "only prefixes example.com, node-role.kubernetes.io" in results["n2"]["error"]
+    assert "only prefixes example.com, team.example.org" in results["n2"]["error"]
+    assert [p.name for p in kube.patches] == ["n1"]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "karpenter.sh/nodepool",
+        "eks.amazonaws.com/nodegroup",
+        "cloud.google.com/gke-nodepool",
+        "nvidia.com/gpu.product",
+        "tier",
+    ],
+)
+def test_by_default_nothing_is_pushed(kube: FakeKubeServer, cluster: Cluster, key: str) -> None:
+    """An empty LABEL_PUSH_ALLOWED_PREFIXES (the default) pushes no key at all: autoscalers',
+    cloud controllers' and device plugins' keys stay theirs."""
+    kube.add_node(node("n1"))
+    sync_cluster(cluster_id=cluster.pk)
+    assign("takeover", {key: "x"}, node_names=["n1"])
+    results = push_labels(actor=None, cluster=cluster, node_names=["n1"])
+    assert results["n1"]["ok"] is False
+    assert "LABEL_PUSH_ALLOWED_PREFIXES is empty" in results["n1"]["error"]
+    assert kube.patches == []
+
+
+def test_only_listed_prefixes_and_their_subdomains_are_pushed(
+    kube: FakeKubeServer, cluster: Cluster, settings
+) -> None:
+    settings.LABEL_PUSH_ALLOWED_PREFIXES = ["scheduling.example.com/"]
+    kube.add_node(node("n1"))
+    kube.add_node(node("n2"))
+    sync_cluster(cluster_id=cluster.pk)
+    assign("ours", {"gpu.scheduling.example.com/tier": "gold"}, node_names=["n1"])
+    assign("theirs", {"karpenter.sh/nodepool": "gold"}, node_names=["n2"])
+    results = push_labels(actor=None, cluster=cluster, node_names=["n1", "n2"])
+    assert results["n1"]["ok"] is True
+    assert results["n2"]["ok"] is False
     assert [p.name for p in kube.patches] == ["n1"]

@@ -77,3 +77,29 @@ def test_static_clusters_and_empty_choices_are_refused(
     with pytest.raises(ContentError):
         pods_evict(actor=None, cluster=cluster, pods=[])
     assert kube.evictions == []
+
+
+def test_protected_namespaces_are_never_evicted(kube: FakeKubeServer, cluster: Cluster) -> None:
+    """kube-system's coredns and the portal's own pods: reported protected, nothing sent."""
+    system = [
+        kube.add_pod(realistic_pod(i, node="node-0", namespace=ns, slim=True))
+        for i, ns in enumerate(["kube-system", "kube-public", "kube-node-lease", "policy-portal"])
+    ]
+    keys = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in system]
+    shop = running(kube, 1)
+    results = pods_evict(actor=None, cluster=cluster, pods=keys + shop)
+    assert [r.outcome for r in results] == ["protected"] * 4 + ["evicted"]
+    assert "namespace kube-system is protected" in results[0].message
+    assert [e.code for e in kube.evictions] == [201]  # only the shop pod was asked for
+    assert len(kube.pods()) == 4
+    entry = AuditEntry.objects.get(action="evict", object_name=cluster.name)
+    assert entry.after[f"{keys[0][0]}/{keys[0][1]}"] == "protected"
+
+
+def test_the_protected_list_is_a_setting(kube: FakeKubeServer, cluster: Cluster, settings) -> None:
+    settings.EVICTION_PROTECTED_NAMESPACES = ["payments"]
+    pod = kube.add_pod(realistic_pod(1, node="node-0", namespace="payments", slim=True))
+    other = kube.add_pod(realistic_pod(2, node="node-0", namespace="kube-system", slim=True))
+    keys = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in (pod, other)]
+    results = pods_evict(actor=None, cluster=cluster, pods=keys)
+    assert [r.outcome for r in results] == ["protected", "evicted"]

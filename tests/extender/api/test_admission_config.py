@@ -89,20 +89,20 @@ def test_the_webhook_as_the_issue_asks(viewer, prod, settings) -> None:
         }
     }
     # The cluster's exclusions, and the webhook's own namespace (it must be able to restart).
+    # The opt-out is a namespace label (pod authors cannot set it), then the cluster's
+    # exclusions and the webhook's own namespace (it must be able to restart). No
+    # objectSelector: a label on the pod opts nothing out.
     assert webhook["namespaceSelector"] == {
         "matchExpressions": [
+            {"key": "policy-portal.io/admission", "operator": "NotIn", "values": ["skip"]},
             {
                 "key": "kubernetes.io/metadata.name",
                 "operator": "NotIn",
                 "values": ["kube-system", "monitoring", "policy-portal"],
-            }
+            },
         ]
     }
-    assert webhook["objectSelector"] == {
-        "matchExpressions": [
-            {"key": "policy-portal.io/admission", "operator": "NotIn", "values": ["skip"]}
-        ]
-    }
+    assert "objectSelector" not in webhook
 
 
 def test_an_outside_url_and_json(viewer, prod) -> None:

@@ -19,6 +19,8 @@ from core.roles import sync_roles
 from inventory.models import Cluster
 from policies.expectations import expectation_create
 from policies.models import Expectation, LabelAssignment, Policy
+from resources.models import ManagedResource
+from resources.services import managed_resource_create
 from tests.factories import (
     load_nodes,
     make_assignment,
@@ -62,6 +64,21 @@ def configure() -> None:
     make_policy("lab-spot", cluster="lab", mode="dry-run", pod_selector={})
     make_assignment("gpu-tier")
     make_assignment("prod-pool", cluster="prod", node_selector={"node_names": ["*"]})
+    for cluster in ("lab", "prod"):  # the same resource name in two clusters
+        managed_resource_create(
+            actor=None,
+            data={
+                "cluster": cluster,
+                "name": "example.com/fpga",
+                "description": "FPGA cards",
+                "node_selector": {"node_names": ["gpu-*"]},
+                "capacity": "2",
+            },
+        )
+    managed_resource_create(
+        actor=None,
+        data={"cluster": "lab", "name": "example.com/licence", "capacity_label": "licences"},
+    )
     expectation_create(
         actor=None,
         data={
@@ -109,8 +126,16 @@ def test_export_then_apply_to_an_empty_portal_gives_the_same_objects() -> None:
         ("label_assignment", "gpu-tier"),
         ("label_assignment", "prod-pool"),
         ("expectation", "ml-lands-on-a100"),
+        ("managed_resource", "lab/example.com/fpga"),
+        ("managed_resource", "lab/example.com/licence"),
+        ("managed_resource", "prod/example.com/fpga"),
     }
     assert client.get("/api/v1/export/?clusters=true&format=json").json() == exported
+    assert [(r["cluster"], r["name"]) for r in exported["managedResources"]] == [
+        ("lab", "example.com/fpga"),
+        ("lab", "example.com/licence"),
+        ("prod", "example.com/fpga"),
+    ]
     # The configuration works: with the lab's inventory uploaded again, the same decisions.
     load_nodes(Cluster.objects.get(name="lab"), NODES)
     assert simulate(client) == decisions
@@ -129,6 +154,35 @@ def test_a_re_applied_backup_is_a_no_op_and_prune_keeps_clusters(editor: APIClie
     plan = editor.post("/api/v1/apply/?prune=true&force=true", bare, format="json").json()
     assert {e["kind"] for e in plan["deleted"]} == {"policy", "label_assignment"}
     assert set(Cluster.objects.values_list("name", flat=True)) == {"lab", "prod"}
+    # Nor managed resources, unless the document has their list.
+    assert ManagedResource.objects.count() == 3
+    listed = {**bare, "managedResources": [exported["managedResources"][0]]}
+    plan = editor.post("/api/v1/apply/?prune=true&force=true", listed, format="json").json()
+    assert [e["name"] for e in plan["deleted"]] == [
+        "lab/example.com/licence",
+        "prod/example.com/fpga",
+    ]
+    assert ManagedResource.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_changed_managed_resource_is_planned_and_applied(editor: APIClient) -> None:
+    configure()
+    exported = editor.get("/api/v1/export/?format=json").json()
+    changed = copy.deepcopy(exported)
+    changed["managedResources"][2]["capacity"] = "8"
+    plan = editor.post("/api/v1/apply/?dry_run=true", changed, format="json").json()
+    (entry,) = plan["changed"]
+    assert (entry["kind"], entry["name"]) == ("managed_resource", "prod/example.com/fpga")
+    assert entry["diff"] == [{"path": "capacity", "old": "2", "new": "8"}]
+    editor.post("/api/v1/apply/", changed, format="json")
+    assert ManagedResource.objects.get(cluster__name="prod").capacity == "8"
+    assert ManagedResource.objects.get(cluster__name="lab", name="example.com/fpga").capacity == "2"
+    twice = copy.deepcopy(changed)
+    twice["managedResources"].append(changed["managedResources"][0])
+    response = editor.post("/api/v1/apply/", twice, format="json")
+    assert response.status_code == 400
+    assert "'lab/example.com/fpga' appears twice." in str(response.json())
 
 
 @pytest.mark.django_db

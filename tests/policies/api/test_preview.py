@@ -153,3 +153,40 @@ def test_an_invalid_draft_is_a_400_naming_the_field(viewer) -> None:
     response = viewer.post(URL, {"name": "x", "filter_rules": [{"kind": "nope"}]}, format="json")
     assert response.status_code == 400
     assert any(key.startswith("filter_rules[0]") for key in response.json())
+
+
+@pytest.mark.usefixtures("inventory")
+def test_a_scope_reaching_a_protected_namespace_warns(editor, settings) -> None:
+    """Named outright, or every namespace while the inventory has pods of a protected one that
+    the policy selects (coredns in kube-system); not for a policy whose pods are elsewhere."""
+    from inventory.models import Cluster
+    from inventory.pod_records import pod_record
+    from inventory.pod_services import pods_apply
+
+    cluster = Cluster.objects.get(name="prod")
+    coredns = {
+        "metadata": {
+            "namespace": "kube-system",
+            "name": "coredns-1",
+            "labels": {"k8s-app": "kube-dns"},
+        },
+        "spec": {"nodeName": "node-00"},
+        "status": {"phase": "Running"},
+    }
+    pods_apply(cluster=cluster, records=[pod_record(coredns)], replace=True)  # type: ignore[misc]
+    rule = {"kind": "label", "key": "tier", "operator": "In", "values": ["1"]}
+
+    def codes(selector: dict) -> list[str]:
+        body = {"name": "d", "pod_selector": selector, "filter_rules": [rule]}
+        response = editor.post(URL, body, format="json")
+        assert response.status_code == 200, response.content
+        return [w["code"] for w in response.json()["warnings"]]
+
+    assert "protected_namespace" in codes({"namespaces": ["ml", "kube-system"]})
+    assert "protected_namespace" in codes({"match_labels": {"k8s-app": "kube-dns"}})
+    assert "protected_namespace" in codes({})
+    assert "protected_namespace" not in codes({"namespaces": ["ml"]})
+    assert "protected_namespace" not in codes({"match_labels": {"app": "shop"}})
+    settings.EVICTION_PROTECTED_NAMESPACES = ["payments"]
+    assert "protected_namespace" not in codes({})
+    assert "protected_namespace" in codes({"namespaces": ["payments"]})

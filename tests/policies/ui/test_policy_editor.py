@@ -301,3 +301,19 @@ def test_a_viewer_reads_the_yaml_but_cannot_save(viewer_client: Client, policy: 
     assert viewer_client.get(yaml_url(policy)).status_code == 200
     response = viewer_client.post(yaml_url(policy), {"document": "name: x"})
     assert response.status_code == 403
+
+
+def test_a_policy_reaching_a_protected_namespace_is_held_until_confirmed(
+    admin_client: Client, nodes: None
+) -> None:
+    """kube-system is protected (EVICTION_PROTECTED_NAMESPACES): a policy naming it warns."""
+    data = typo_policy(admin_client, namespaces="kube-system")
+    data["filter_rules-0-key"] = "nvidia.com/gpu.product"
+    held = admin_client.post(admin_url(Policy, "add"), data)
+    assert held.status_code == 200
+    page = held.content.decode()
+    assert "protected namespace kube-system" in page
+    assert 'name="confirm_warnings"' in page
+    assert not Policy.objects.filter(name="payments-gpu").exists()
+    confirmed = admin_client.post(admin_url(Policy, "add"), {**data, "confirm_warnings": "1"})
+    assert confirmed.status_code == 302

@@ -16,6 +16,7 @@ from engine import preview as engine
 from engine.assignment_checks import assignment_warnings
 from engine.facts import NodeFacts
 from engine.pods import PodFacts
+from engine.sampling import PassRatio, nodes_sampled
 from engine.snapshot import ClusterSnapshot
 from engine.sources import assignment_spec_from_content
 from inventory.models import Cluster, Node
@@ -57,6 +58,7 @@ def preview_policy(data: Any) -> dict[str, Any]:
             "admission": cluster.admission,
             "enforcement": [asdict(rule) for rule in rules],
         }
+        entry["sampling"] = _sampling(name, content, result)
         pods = _pod_impact(content, saved, snapshot.clusters[name])
         if pods is not None:
             entry["pods"] = {**asdict(pods), "summary": pods.summary}
@@ -80,6 +82,23 @@ def preview_policy(data: Any) -> dict[str, Any]:
         "broken_expectations": broken_by(
             {saved_row.name if saved_row else content["name"]: content}
         ),
+    }
+
+
+def _sampling(cluster: str, content: dict[str, Any], result: engine.Impact) -> dict[str, Any]:
+    """The draft's pass count against kube-scheduler's default sample of the cluster's nodes,
+    and whether the sample would likely hide the passing nodes (engine.sampling)."""
+    ratio = PassRatio(
+        cluster, content["name"], "", result.passing, result.nodes, nodes_sampled(result.nodes)
+    )
+    hidden = content.get("mode", "enforce") == "enforce" and ratio.hidden
+    return {
+        "passing": ratio.passing,
+        "nodes": ratio.nodes,
+        "sampled": ratio.sampled,
+        "miss_chance": round(ratio.miss, 4),
+        "hidden": hidden,
+        "message": ratio.message() if hidden else "",
     }
 
 

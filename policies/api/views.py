@@ -156,7 +156,9 @@ class PolicyViewSet(ContentViewSet):
         description=(
             "What this policy would do if saved, writing nothing: per cluster, the nodes it "
             "rejects for a pod it selects, the score spread and the change from the saved "
-            "policy of the same name; and warnings (a label key or value no node carries, with "
+            "policy of the same name, and `sampling`: its passing nodes against the sample "
+            "kube-scheduler takes by default, `hidden` when that sample would often hold none "
+            "of them; and warnings (a label key or value no node carries, with "
             "the closest existing ones; a policy that leaves no node; an empty pod selector)."
         ),
     )

@@ -46,7 +46,7 @@ class Command(BaseCommand):
             "--poll",
             type=float,
             default=1.0,
-            help="Seconds between checks of the snapshot revision for changed clusters (default 1).",
+            help="Seconds between checks of the snapshot revision for new clusters (default 1).",
         )
         parser.add_argument(
             "--lock-poll",

@@ -90,12 +90,12 @@ class PassRatio:
         """What the policy page and the dashboard say about a hidden rule."""
         return (
             f"{self.subject} passes {self.passing} of {self.nodes} nodes of cluster "
-            f"{self.cluster}; kube-scheduler (default percentageOfNodesToScore) asks the "
-            f"extender about {self.sampled} of them, which hold none of those "
-            f"{self.passing} in {self.miss:.0%} of attempts: the pods are reported "
-            "unschedulable although nodes fit. Use the cluster's generated scheduler "
-            f"configuration (percentageOfNodesToScore: {FULL_SCORING}), or have the rule "
-            "enforced as node affinity (native profile, admission webhook)."
+            f"{self.cluster}. With its default percentageOfNodesToScore, kube-scheduler shows "
+            f"the extender only {self.sampled} feasible nodes per attempt, so {self.miss:.0%} "
+            "of attempts see none of the passing ones and report the pod unschedulable "
+            "although nodes fit. Use the cluster's generated scheduler configuration (it sets "
+            f"percentageOfNodesToScore: {FULL_SCORING}), or have the rule enforced as node "
+            "affinity (native profile, admission webhook)."
         )
 
 

@@ -302,7 +302,8 @@ class Requeuer:
             logger.warning("requeue nudge for %s failed: %s", cluster.name, error)
         else:
             logger.info(
-                "requeue: annotated node %s of %s (revision %s) for %d freed Pending pods",
+                "requeue: annotated node %s of %s (revision %s) for %d Pending pods the rules "
+                "in force let onto a node",
                 node,
                 cluster.name,
                 due.revision,

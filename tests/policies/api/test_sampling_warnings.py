@@ -81,3 +81,24 @@ def test_the_policy_page_warns_for_the_saved_policy(big: Cluster) -> None:
     licensed_nodes(big, 30)
     page = admin_client.get(f"/admin/policies/policy/{policy.pk}/change/").content.decode()
     assert "sampling-warning" not in page
+
+
+def test_the_api_gives_the_saved_policys_pass_counts(viewer: APIClient, big: Cluster) -> None:
+    policy_create(actor=None, data=LICENSED)
+    response = viewer.get("/api/v1/policies/licensed/sampling/")
+    assert response.status_code == 200, response.content
+    whole, rule = response.json()
+    assert (whole["cluster"], whole["rule"], whole["passing"], whole["nodes"]) == (
+        "big",
+        "",
+        2,
+        1000,
+    )
+    assert (whole["sampled"], whole["hidden"]) == (420, True)
+    assert whole["miss_chance"] == pytest.approx(0.3364, abs=1e-4)
+    assert rule["rule"] == "label: example.com/license Exists"
+    assert "passes 2 of 1000 nodes of cluster big" in rule["message"]
+    licensed_nodes(big, 30)
+    whole, _ = viewer.get("/api/v1/policies/licensed/sampling/").json()
+    assert (whole["passing"], whole["hidden"], whole["message"]) == (30, False, "")
+    assert viewer.get("/api/v1/policies/nope/sampling/").status_code == 404

@@ -180,6 +180,7 @@ class Requeuer:
             self._sweep(cluster, snapshot)
         for name in set(self._swept) - seen:  # deleted, or no longer live
             self._swept.pop(name, None)
+            self._swept_at.pop(name, None)
             self._nudged.pop(name, None)
 
     def _sweep(self, cluster: Cluster, snapshot: Snapshot) -> None:

@@ -19,12 +19,14 @@ from core.models import AuditEntry
 from engine.assignment_checks import LabelIndex, assignment_warnings
 from engine.assignments import node_selector_from_dict
 from engine.errors import EngineValidationError
+from engine.sampling import PassRatio, hidden_rules
 from extender.decisionlog import rollups
 from extender.models import shed_totals
 from inventory import sources
 from inventory.display import describe_inventory_age
 from inventory.models import Cluster, Node, SyncState
 from inventory.sync import inventory_age_seconds
+from policies.compile import current_snapshot
 from policies.expectations import current_outcomes
 from policies.models import FilterRule, LabelAssignment, Policy
 
@@ -161,6 +163,7 @@ def problems(rows: list[ClusterRow], expectations: list[dict]) -> list[Problem]:
     nodes = _nodes_by_cluster()
     found.extend(_unknown_label_keys(nodes))
     found.extend(_assignment_problems(nodes))
+    found.extend(_sampling_problems())
     listing = reverse("admin:policies_expectation_changelist")
     for outcome in expectations:
         if not outcome["ok"]:
@@ -241,6 +244,32 @@ def _assignment_problems(nodes: NodesByCluster) -> list[Problem]:
             )
         )
     return found
+
+
+def _sampling_problems() -> list[Problem]:
+    """Enforce policies whose passing nodes kube-scheduler's default sampling likely hides from
+    the extender (engine.sampling), per cluster: the policy as a whole, or its hidden rules
+    when the whole passes no node. Counted once per compiled cluster, off the hot path."""
+    snapshot = current_snapshot()
+    hidden: list[PassRatio] = []
+    for name in sorted(snapshot.clusters):
+        entries = hidden_rules(snapshot.clusters[name])
+        wholes = {entry.policy for entry in entries if not entry.rule}
+        hidden.extend(e for e in entries if not e.rule or e.policy not in wholes)
+    if not hidden:
+        return []
+    ids = dict(
+        Policy.objects.filter(name__in={entry.policy for entry in hidden}).values_list("name", "pk")
+    )
+    return [
+        Problem(
+            entry.message(),
+            reverse("admin:policies_policy_change", args=[ids[entry.policy]]),
+            "see the policy",
+        )
+        for entry in hidden
+        if entry.policy in ids
+    ]
 
 
 def build(now: datetime | None = None) -> Dashboard:

@@ -129,6 +129,11 @@ class ClusterEvaluator:
                 failing[code] = check.reason(observed)
         return check, failing
 
+    def judged(self, position: int) -> tuple[tuple[FilterCheck, dict[int, str]], ...]:
+        """The filter rules of the policy at ``position``, each with the codes (node values of
+        its column) it fails."""
+        return self._failing[position]
+
     def _contribute(self, check: WeightCheck) -> dict[int, float]:
         _, values = self.nodes.column(check.column)
         assert check.contribution is not None

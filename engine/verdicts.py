@@ -1,6 +1,6 @@
 """The portal's verdict on the pods of the inventory, now: Pending pods and the nodes its
-policies leave them, bound pods on nodes its enforce policies reject, and which Pending pods a
-new snapshot frees.
+policies leave them, bound pods on nodes its enforce policies reject, which Pending pods a
+new snapshot frees, and which ones kube-scheduler holds under older rules.
 
 Pure, and made of the calls the extender makes for a pod (``ClusterEvaluator.active`` and
 ``table``, then ``filter_names`` over the cluster's nodes), so a Pending pod's verdict here is
@@ -10,6 +10,7 @@ the same policies: the filter runs once per distinct set of active policies, not
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ class PendingVerdict:
     passing: frozenset[str]
     # The one reason kube-scheduler gets per rejected node (``<policy>/<rule>``) -> nodes.
     reasons: dict[str, int]
+    # The enforce policies that decided it, (name, version): the rules the verdict is under.
+    rules: tuple[tuple[str, int], ...] = ()
 
     @property
     def held(self) -> bool:
@@ -54,8 +57,9 @@ def judge_pending(cluster: ClusterSnapshot, pods: Iterable[PodFacts]) -> list[Pe
         positions = evaluator.active(pod)
         verdict = by_set.get(positions)
         if verdict is None:
+            table = evaluator.table(positions)
             outcome = filter_names(
-                evaluator.table(positions),
+                table,
                 names,
                 unknown_node_action=cluster.unknown_node_action,
                 cluster=cluster.name,
@@ -65,6 +69,7 @@ def judge_pending(cluster: ClusterSnapshot, pods: Iterable[PodFacts]) -> list[Pe
                 nodes=len(names),
                 passing=frozenset(outcome.passed),
                 reasons=dict(Counter(outcome.rejected.values())),
+                rules=tuple((policy.name, policy.version) for policy in table.enforce),
             )
             by_set[positions] = verdict
         verdicts.append(verdict)
@@ -133,3 +138,34 @@ def freed(
     old = judge_pending(before, pods)
     new = judge_pending(after, pods)
     return [n.passing - o.passing for o, n in zip(old, new, strict=True)]
+
+
+# In kube-scheduler's unschedulable message ("0/3 nodes are available: 2 Insufficient cpu,
+# 1 <policy>/<rule>. preemption: ..."), where a count of nodes is followed by a reason of the
+# portal: a policy name (a DNS label) and a slash. kube-scheduler's own reasons never start so.
+_PORTAL_COUNT = re.compile(r"(?:: |, )(\d+) (?=[a-z0-9](?:[-a-z0-9]*[a-z0-9])?/)")
+
+
+def held_under_older_rules(verdict: PendingVerdict, message: str) -> bool:
+    """True when kube-scheduler holds a pod unschedulable with a ``message`` naming rejections
+    by the portal that the rules in force (``verdict``) cannot have given, while those rules
+    leave the pod some node: the pod was last tried under older rules and must be retried.
+
+    A rejection is explained by the rules in force when they give the same reason to at least
+    as many nodes as the message counts (kube-scheduler counts only the nodes it asked the
+    extender about, never more). A message naming no reason of the portal says the portal did
+    not hold the pod; nothing is known against it (docs/operations.md, "Requeue after a change").
+    """
+    if not verdict.passing or not message:
+        return False
+    # What follows is preemption's own summary; only the filter's part names rejections.
+    text = message.split(" preemption: ", 1)[0]
+    for match in _PORTAL_COUNT.finditer(text):
+        count, rest = int(match.group(1)), text[match.end() :]
+        if not any(
+            rest.startswith(reason) and rest[len(reason) : len(reason) + 1] in ("", ",", ".")
+            for reason, nodes in verdict.reasons.items()
+            if nodes >= count
+        ):
+            return True
+    return False

@@ -32,6 +32,7 @@ from typing import Any
 from django.db import DatabaseError, connection, transaction
 from kubernetes import client, watch
 
+from core.revisions import current_snapshot_revision
 from inventory import sources, sync_status
 from inventory import sync as sync_service
 from inventory.kube import (
@@ -353,15 +354,18 @@ def watch_clusters(
     *,
     cluster_name: str | None = None,
     refresh_seconds: float = 30.0,
+    poll_seconds: float = 1.0,
     watcher_options: dict[str, Any] | None = None,
     kinds: tuple[type[ResourceWatcher], ...] = (ClusterWatcher,),
 ) -> None:
     """Run a watcher thread per enabled Kubernetes cluster and per kind (nodes, pods) until
     ``stop`` is set.
 
-    The set of clusters is re-read every ``refresh_seconds``: new clusters get watchers,
-    deleted or disabled ones lose theirs, one whose kubeconfig settings changed gets new ones,
-    and a watcher thread that died is restarted.
+    The set of clusters is re-read whenever the snapshot revision moves (every write to a
+    cluster bumps it: checked every ``poll_seconds``, one small query), and at least every
+    ``refresh_seconds``: new clusters get watchers within a poll, deleted or disabled ones lose
+    theirs, one whose kubeconfig settings changed gets new ones, and a watcher thread that died
+    is restarted.
     """
     # (pk, kind) -> (watcher, its thread, the connection settings it was started with)
     running: dict[
@@ -381,6 +385,8 @@ def watch_clusters(
 
     try:
         while not stop.is_set():
+            # Read before the list, so a change committed after it is seen by the next poll.
+            seen = _revision()
             wanted_clusters = Cluster.objects.filter(source__in=sources.live(), sync_enabled=True)
             if cluster_name is not None:
                 wanted_clusters = wanted_clusters.filter(name=cluster_name)
@@ -395,7 +401,6 @@ def watch_clusters(
                 # Keep the running watchers; they retry on their own.
                 logger.warning("cannot read the cluster list: %s", exc)
                 wanted = {key[0]: entry[2] for key, entry in running.items()}
-            finally:
                 connection.close()
             for key in list(running):
                 watcher, thread, settings = running[key]
@@ -419,9 +424,33 @@ def watch_clusters(
                     thread.start()
                     running[(pk, kind)] = (watcher, thread, wanted[pk])
                     logger.info("watching %s of cluster %s", kind.resource, pk)
-            stop.wait(refresh_seconds)
+            _wait_for_change(stop, seen, refresh=refresh_seconds, poll=poll_seconds)
     finally:
+        connection.close()
         for watcher, _, _ in running.values():
             watcher.stop()
         for _, thread, _ in running.values():
             thread.join(timeout=10)
+
+
+def _revision() -> int | None:
+    """The committed snapshot revision; None when the database cannot say."""
+    try:
+        return current_snapshot_revision()
+    except DatabaseError:
+        connection.close()
+        return None
+
+
+def _wait_for_change(
+    stop: threading.Event, seen: int | None, *, refresh: float, poll: float
+) -> None:
+    """Return after ``refresh`` seconds, or as soon as the snapshot revision moves from
+    ``seen`` (a cluster created, changed or deleted), or when ``stop`` is set."""
+    deadline = time.monotonic() + refresh
+    while not stop.wait(max(0.0, min(poll, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            return
+        now = _revision()
+        if now is not None and now != seen:
+            return

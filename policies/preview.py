@@ -17,6 +17,7 @@ from engine.assignment_checks import assignment_warnings
 from engine.facts import NodeFacts
 from engine.pods import PodFacts
 from engine.policy import compile_policy
+from engine.sampling import PassRatio, nodes_sampled
 from engine.snapshot import ClusterSnapshot
 from engine.sources import assignment_spec_from_content
 from inventory.evict import protected_namespaces
@@ -59,6 +60,7 @@ def preview_policy(data: Any) -> dict[str, Any]:
             "admission": cluster.admission,
             "enforcement": [asdict(rule) for rule in rules],
         }
+        entry["sampling"] = _sampling(name, content, result)
         pods = _pod_impact(content, saved, snapshot.clusters[name])
         if pods is not None:
             entry["pods"] = {**asdict(pods), "summary": pods.summary}
@@ -118,6 +120,23 @@ def _protected_warnings(content: dict[str, Any], clusters: list[str]) -> list[en
             path="pod_selector.namespaces",
         )
     ]
+
+
+def _sampling(cluster: str, content: dict[str, Any], result: engine.Impact) -> dict[str, Any]:
+    """The draft's pass count against kube-scheduler's default sample of the cluster's nodes,
+    and whether the sample would likely hide the passing nodes (engine.sampling)."""
+    ratio = PassRatio(
+        cluster, content["name"], "", result.passing, result.nodes, nodes_sampled(result.nodes)
+    )
+    hidden = content.get("mode", "enforce") == "enforce" and ratio.hidden
+    return {
+        "passing": ratio.passing,
+        "nodes": ratio.nodes,
+        "sampled": ratio.sampled,
+        "miss_chance": round(ratio.miss, 4),
+        "hidden": hidden,
+        "message": ratio.message() if hidden else "",
+    }
 
 
 def _namespaces(*contents: Any) -> list[str] | None:

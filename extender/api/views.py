@@ -21,6 +21,7 @@ from core.api.base import NulGuardMixin
 from core.api.formats import JSONUnlessYAMLMixin, response_format, yaml_dump
 from core.api.permissions import ActionPermissions
 from core.api.schema import PortalAutoSchema
+from engine.sampling import FULL_SCORING, PassRatio, hidden_rules
 from extender.config.bundles import kubeadm_bundle, second_scheduler_bundle
 from extender.config.native_profile import NativeProfile, native_profile
 from extender.config.scheduler_config import (
@@ -37,6 +38,7 @@ from extender.config.scheduler_config import (
     tls_warnings,
 )
 from inventory.models import Cluster
+from policies.compile import current_snapshot
 from policies.content import policy_content
 from policies.models import LabelAssignment, Policy
 from resources.services import managed_names
@@ -152,6 +154,37 @@ def native_profile_of(cluster: Cluster) -> NativeProfile:
     )
 
 
+def hidden_by_sampling(cluster: str, native: NativeProfile | None) -> list[PassRatio]:
+    """The cluster's rules that kube-scheduler's sampling would hide from the extender
+    (engine.sampling); with the native profile only those it leaves to the extender (the rules
+    it compiles are NodeAffinity's, judged on every node before the sample is taken)."""
+    snapshot = current_snapshot().clusters.get(cluster)
+    if snapshot is None:
+        return []
+    hidden = hidden_rules(snapshot)
+    if native is None:
+        return hidden
+    extender_only = {(n["policy"], n["rule"]) for n in native.not_compiled}
+    return [h for h in hidden if (h.policy, h.rule) in extender_only]
+
+
+def sampling_warning(hidden: list[PassRatio]) -> str:
+    rules = ", ".join(
+        # One line: a rule's label is free text (a header must not break).
+        " ".join(f"{h.subject} ({h.passing} of {h.nodes} nodes)".split())
+        for h in hidden
+        if h.rule or not any(r.rule and r.policy == h.policy for r in hidden)
+    )
+    sampled = hidden[0].sampled
+    return (
+        f"percentageOfNodesToScore is {FULL_SCORING}: {rules} pass so few nodes that "
+        f"kube-scheduler's default sample of {sampled} feasible nodes would often hold none of "
+        "them, and the pods would be reported unschedulable; every scheduling cycle now "
+        "filters all nodes. Alternatively enforce these rules as node affinity (mode=native, "
+        "or the admission webhook) and drop the setting."
+    )
+
+
 class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
     """KubeSchedulerConfiguration (v1) using this cluster's extender, or the manifests that run
     it (``bundle``), as YAML or JSON (docs/scheduler-config.md)."""
@@ -202,13 +235,17 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
             )
             + managed_warnings(cluster.name, options)
         )
+        native = native_profile_of(cluster) if options.mode == "native" else None
+        hidden = hidden_by_sampling(cluster.name, native)
+        if hidden:
+            options = replace(options, percentage_of_nodes_to_score=FULL_SCORING)
+            warnings.append(sampling_warning(hidden))
         bundle = options.bundle
         if bundle == "second-scheduler":
             documents: Any = second_scheduler_bundle(cluster.name, options)
         elif bundle == "kubeadm":
             documents = kubeadm_bundle(cluster.name, options)
-        elif options.mode == "native":
-            native = native_profile_of(cluster)
+        elif native is not None:
             config = scheduler_configuration(
                 cluster.name,
                 options,

@@ -152,6 +152,9 @@ class SchedulerConfigOptions:
     # ignoredByScheduler, with the portal as the binder when the cluster allows bind.
     portal_managed: tuple[str, ...] = ()
     portal_binds: bool = False
+    # The profile's percentageOfNodesToScore; None: kube-scheduler's adaptive default. Set when
+    # the cluster has rules its sampling would hide (engine.sampling).
+    percentage_of_nodes_to_score: int | None = None
 
 
 def _bool(raw: str | None, default: bool, name: str, errors: dict[str, Any]) -> bool:
@@ -369,6 +372,11 @@ def scheduler_configuration(
             "resourceNamespace": options.namespace,
         }
     profile: dict[str, Any] = {"schedulerName": scheduler_name}
+    if options.percentage_of_nodes_to_score is not None:
+        # Rules that pass few nodes: kube-scheduler must not stop at a sample of the feasible
+        # nodes, or the extender may see none of the nodes they pass (docs/scheduler-config.md,
+        # "Sparse rules and sampling").
+        profile["percentageOfNodesToScore"] = options.percentage_of_nodes_to_score
     if plugin_config:
         profile["pluginConfig"] = plugin_config
     config["profiles"] = [profile]

@@ -24,6 +24,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from core.admin import EMPTY, PortalHistory, ServiceWriteMixin
 from engine.preview import enforcement
+from engine.sampling import hidden_rules
 from policies.admin.common import HISTORY_FIELDS, cluster_display, version_rows
 from policies.admin.draft import (
     CONFIRM_FIELD,
@@ -217,6 +218,16 @@ class PolicyAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, PolicyAction
             rules = enforcement(
                 content, unpushed=cluster.unpushed_keys, admission=cluster.admission
             )
+            hidden = [h for h in hidden_rules(cluster) if h.policy == obj.name and not h.rule]
+            if hidden:
+                # kube-scheduler's sampling would hide its passing nodes (engine.sampling).
+                parts.append(
+                    format_html(
+                        '<p class="sampling-warning" data-cluster="{}">{}</p>',
+                        name,
+                        hidden[0].message(),
+                    )
+                )
             if rules:
                 html = render_to_string(
                     "admin/policies/policy/enforcement.html",

@@ -236,3 +236,22 @@ class RollbackSerializer(StrictSerializer):
         required=False,
         help_text="The current version you saw; stale: 409. `If-Match` works too.",
     )
+
+
+class PolicySamplingSerializer(serializers.Serializer):
+    """One cluster's pass count of an enforce policy (``rule`` empty) or of one of its filter
+    rules, against kube-scheduler's default sample (engine.sampling)."""
+
+    cluster = serializers.CharField()
+    rule = serializers.CharField(help_text="The filter rule's label; empty: the whole policy.")
+    passing = serializers.IntegerField(help_text="Nodes of the inventory it passes.")
+    nodes = serializers.IntegerField(help_text="Nodes of the cluster's inventory.")
+    sampled = serializers.IntegerField(
+        help_text="Feasible nodes kube-scheduler shows the extender per attempt by default."
+    )
+    ratio = serializers.FloatField()
+    miss_chance = serializers.FloatField(
+        help_text="The chance that one attempt's sample holds none of the passing nodes."
+    )
+    hidden = serializers.BooleanField(help_text="miss_chance is at least 5 %.")
+    message = serializers.CharField(help_text="Why and what to do, when hidden; else empty.")

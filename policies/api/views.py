@@ -20,15 +20,18 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api.base import ContentViewSet, query_flag
+from engine.sampling import pass_ratios
 from policies.api.filtersets import LabelAssignmentFilterSet, PolicyFilterSet
 from policies.api.serializers import (
     LabelAssignmentSerializer,
     LabelAssignmentVersionSerializer,
+    PolicySamplingSerializer,
     PolicySerializer,
     PolicyVersionSerializer,
     RestoreSerializer,
     RollbackSerializer,
 )
+from policies.compile import current_snapshot
 from policies.models import LabelAssignment, LabelAssignmentVersion, Policy, PolicyVersion
 from policies.preview import preview_label_assignment, preview_policy
 from policies.services import (
@@ -120,6 +123,7 @@ class PolicyViewSet(ContentViewSet):
         "versions": ["policies.view_policy", "policies.view_policyversion"],
         "history": ["policies.view_policy", "policies.view_policyversion"],
         "restore": ["policies.add_policy"],
+        "sampling": ["policies.view_policy"],
     }
 
     # ``?force=true``: make a change that breaks expectations that pass now (else a 409).
@@ -156,7 +160,9 @@ class PolicyViewSet(ContentViewSet):
         description=(
             "What this policy would do if saved, writing nothing: per cluster, the nodes it "
             "rejects for a pod it selects, the score spread and the change from the saved "
-            "policy of the same name; and warnings (a label key or value no node carries, with "
+            "policy of the same name, and `sampling`: its passing nodes against the sample "
+            "kube-scheduler takes by default, `hidden` when that sample would often hold none "
+            "of them; and warnings (a label key or value no node carries, with "
             "the closest existing ones; a policy that leaves no node; an empty pod selector)."
         ),
     )
@@ -166,6 +172,44 @@ class PolicyViewSet(ContentViewSet):
         if isinstance(payload, dict):
             payload = {k: v for k, v in payload.items() if k not in ("version", "note")}
         return Response(preview_policy(payload))
+
+    @extend_schema(
+        responses=PolicySamplingSerializer(many=True),
+        description=(
+            "Per cluster the enabled enforce policy applies to: how many nodes of the inventory "
+            "it and each of its filter rules pass, how many feasible nodes kube-scheduler shows "
+            "the extender per attempt by default, and `hidden` when that sample would often "
+            'hold none of them (docs/scheduler-config.md, "Sparse rules and sampling"). '
+            "Empty for a disabled or dry-run policy."
+        ),
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        serializer_class=PolicySamplingSerializer,
+        filterset_class=None,
+        pagination_class=None,
+    )
+    def sampling(self, request: Request, name: str | None = None) -> Response:
+        policy = self.get_object()
+        snapshot = current_snapshot()
+        rows = [
+            {
+                "cluster": entry.cluster,
+                "rule": entry.rule,
+                "passing": entry.passing,
+                "nodes": entry.nodes,
+                "sampled": entry.sampled,
+                "ratio": round(entry.ratio, 6),
+                "miss_chance": round(entry.miss, 4),
+                "hidden": entry.hidden,
+                "message": entry.message() if entry.hidden else "",
+            }
+            for cluster in sorted(snapshot.clusters)
+            for entry in pass_ratios(snapshot.clusters[cluster])
+            if entry.policy == policy.name
+        ]
+        return Response(PolicySamplingSerializer(rows, many=True).data)
 
     @extend_schema(
         responses=PolicyVersionSerializer(many=True),

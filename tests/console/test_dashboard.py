@@ -14,6 +14,7 @@ from extender.decisionlog import store
 from extender.records import CallRecord
 from inventory.models import Cluster, SyncState
 from inventory.services import nodes_apply
+from policies.compile import forget
 from policies.models import LabelAssignment, Policy
 from policies.services import (
     label_assignment_create,
@@ -246,3 +247,38 @@ def test_the_traffic_panel_shows_what_the_decision_log_kept_and_shed(admin_clien
     assert "<strong>30</strong> clean passes not recorded" in html
     assert "<strong>2</strong> rejecting decisions lost" in html
     assert "<strong>1</strong> refused by the database" in html
+
+
+def test_a_rule_sampling_would_hide_is_a_problem(admin_client: Client) -> None:
+    """2 of 1,000 nodes carry the license a policy needs: kube-scheduler's default sample of
+    420 feasible nodes holds neither in a third of its attempts."""
+    forget()
+    cluster = make_cluster("big")
+
+    def licensed(count: int) -> None:
+        nodes_apply(
+            cluster=cluster,
+            objects=[
+                node_object(f"n-{i:04d}", {"example.com/license": "yes"} if i < count else {})
+                for i in range(1000)
+            ],
+            replace=True,
+        )
+
+    licensed(2)
+    policy = policy_create(
+        actor=None,
+        data={
+            "name": "licensed",
+            "pod_selector": {"namespaces": ["batch"]},
+            "filter_rules": [{"kind": "label", "key": "example.com/license", "operator": "Exists"}],
+        },
+    )
+    page = admin_client.get("/admin/").content.decode()
+    assert "policy licensed passes 2 of 1000 nodes of cluster big" in page
+    assert "percentageOfNodesToScore: 100" in page
+    assert f"/admin/policies/policy/{policy.pk}/change/" in page
+    # 30 licensed nodes: a sample misses them all in 0.58 ** 30 of attempts; no problem.
+    licensed(30)
+    assert "passes 30 of 1000" not in admin_client.get("/admin/").content.decode()
+    forget()

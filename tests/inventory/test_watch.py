@@ -17,7 +17,7 @@ from django.utils import timezone
 from core.revisions import current_snapshot_revision
 from inventory.models import Cluster, Node
 from inventory.sync import sync_cluster
-from inventory.watch import ClusterWatcher, backoff_delay
+from inventory.watch import ClusterWatcher, backoff_delay, watch_clusters
 from tests.support.fake_kube import FakeKubeServer
 from tests.support.nodes import realistic_node
 
@@ -147,3 +147,35 @@ def test_bookmarks_keep_the_inventory_fresh(kube: FakeKubeServer, cluster: Clust
     )
     assert watcher.events_applied == 0  # bookmarks only
     assert current_snapshot_revision() == revision
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_cluster_is_watched_without_waiting_for_the_refresh(
+    kube: FakeKubeServer, make_kube_cluster: Callable[..., Cluster]
+) -> None:
+    """Creating a cluster bumps the snapshot revision; the watcher's poll of it starts the new
+    cluster's watchers at once, though the periodic re-read is an hour away."""
+    add_nodes(kube, 2)
+    stop = threading.Event()
+    runner = threading.Thread(
+        target=watch_clusters,
+        args=(stop,),
+        kwargs={
+            "refresh_seconds": 3600,
+            "poll_seconds": 0.05,
+            "watcher_options": {"timeout_seconds": 5, "batch_window": 0.01},
+        },
+        daemon=True,
+    )
+    runner.start()
+    try:
+        time.sleep(0.3)  # the first read of the cluster list finds none
+        cluster = make_kube_cluster("late")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(stored(cluster)) < 2:
+            time.sleep(0.05)
+        assert len(stored(cluster)) == 2, "the new cluster was not watched before the refresh"
+    finally:
+        stop.set()
+        runner.join(timeout=15)
+    assert not runner.is_alive()

@@ -37,7 +37,16 @@ class Command(BaseCommand):
             "--refresh",
             type=float,
             default=30.0,
-            help="Seconds between re-reads of the cluster list (default 30).",
+            help=(
+                "Seconds between re-reads of the cluster list when nothing changed (default 30; "
+                "a change to the clusters is noticed within --poll)."
+            ),
+        )
+        parser.add_argument(
+            "--poll",
+            type=float,
+            default=1.0,
+            help="Seconds between checks of the snapshot revision for new clusters (default 1).",
         )
         parser.add_argument(
             "--lock-poll",
@@ -108,4 +117,10 @@ class Command(BaseCommand):
             requeuer = Requeuer(debounce=options["requeue_debounce"])
             threading.Thread(target=requeuer.run, args=(stop,), name="requeue", daemon=True).start()
         self.stdout.write(f"watching {what} of {name or 'every enabled Kubernetes cluster'}")
-        watch_clusters(stop, cluster_name=name, refresh_seconds=options["refresh"], kinds=kinds)
+        watch_clusters(
+            stop,
+            cluster_name=name,
+            refresh_seconds=options["refresh"],
+            poll_seconds=options["poll"],
+            kinds=kinds,
+        )

@@ -98,6 +98,7 @@ ROUTES = [
     Route("PATCH", "/api/v1/policies/gpu-only/", 200, WRITE, {"enabled": False}),
     Route("DELETE", "/api/v1/policies/gpu-only/", 204, WRITE),
     Route("GET", "/api/v1/policies/gpu-only/versions/", 200),
+    Route("GET", "/api/v1/policies/gpu-only/sampling/", 200),
     Route("POST", "/api/v1/policies/gpu-only/rollback/", 200, WRITE, {"version": 1}),
     Route("GET", "/api/v1/policies/history/?name=gpu-only", 200),
     # No deleted policy in this world: an allowed role gets the 400 that says so.

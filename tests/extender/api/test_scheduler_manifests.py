@@ -14,13 +14,17 @@ import pytest
 import yaml
 
 from extender.config.scheduler_config import SUPPORTED_MINORS
-from tests.factories import make_cluster
+from policies.compile import forget
+from policies.models import Policy
+from policies.services import policy_update
+from tests.factories import load_nodes, make_cluster, make_policy, node_object, policy_data
 
 pytestmark = pytest.mark.django_db
 
 URL = "/api/v1/clusters/prod/scheduler-config/"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "scheduler-config.md"
 GO_TYPES = {"string": str, "*string": str, "bool": bool, "*bool": bool, "int32": int, "int64": int}
+GO_TYPES["*int32"] = int
 GO_TYPES["metav1.Duration"] = str
 
 
@@ -317,3 +321,86 @@ def test_native_profile_names_exact_nodes_with_match_fields(viewer, prod):
     assert [(n["rule"], "glob" in n["reason"]) for n in answer["not_compiled"]] == [
         ("name: Matches gpu-*", True)
     ]
+
+
+LICENSE_RULE = {"kind": "label", "key": "example.com/license", "operator": "Exists"}
+
+
+@pytest.fixture
+def sparse(prod):
+    """1,000 nodes, 2 carrying a license label, and a policy that needs it: kube-scheduler's
+    default sample (420 nodes) holds neither in a third of its attempts."""
+    forget()
+    load_nodes(
+        prod,
+        [
+            node_object(f"node-{i:04d}", {"example.com/license": "yes"} if i < 2 else {})
+            for i in range(1000)
+        ],
+    )
+    make_policy("licensed", filter_rules=[LICENSE_RULE], weight_rules=[], pod_selector={})
+    yield prod
+    forget()
+
+
+def test_sparse_rules_get_percentage_of_nodes_to_score(viewer, sparse):
+    response = get(viewer)
+    config = yaml.safe_load(response.content)
+    check_configuration(config)
+    assert config["profiles"] == [
+        {"schedulerName": "default-scheduler", "percentageOfNodesToScore": 100}
+    ]
+    # Why, in the YAML and in the header (JSON too).
+    text = response.content.decode()
+    assert "# WARNING: percentageOfNodesToScore is 100: licensed/" in text
+    assert "(2 of 1000 nodes)" in text
+    assert "sample of 420 feasible nodes" in text
+    assert "percentageOfNodesToScore is 100" in get(viewer, "format=json").headers["Warning"]
+    # The bundles carry it into the configuration they run.
+    for bundle in ("second-scheduler", "kubeadm"):
+        documents = yaml.safe_load(get(viewer, f"bundle={bundle}").content)["items"]
+        if bundle == "second-scheduler":
+            validate(documents, "v1.37.1")
+            configmap = next(d for d in documents if d["kind"] == "ConfigMap")
+            inner = yaml.safe_load(configmap["data"]["scheduler-config.yaml"])
+        else:
+            inner = documents[0]
+        check_configuration(inner)
+        assert inner["profiles"][0]["percentageOfNodesToScore"] == 100
+
+
+def test_no_percentage_when_no_rule_is_hidden(viewer, sparse):
+    # Enough licensed nodes (30 of 1,000: missed in 0.58 ** 30 of attempts): the default stays.
+    load_nodes(
+        sparse,
+        [
+            node_object(f"node-{i:04d}", {"example.com/license": "yes"} if i < 30 else {})
+            for i in range(1000)
+        ],
+    )
+    response = get(viewer)
+    config = yaml.safe_load(response.content)
+    assert config["profiles"] == [{"schedulerName": "default-scheduler"}]
+    assert "percentageOfNodesToScore" not in response.content.decode()
+
+
+def test_native_profile_needs_no_percentage_for_the_rules_it_compiles(viewer, sparse):
+    # The licensed policy selects every pod: its rule becomes NodeAffinity, judged on every
+    # node before kube-scheduler samples.
+    config = yaml.safe_load(get(viewer, "mode=native").content)
+    check_configuration(config)
+    assert "percentageOfNodesToScore" not in config["profiles"][0]
+    # Selecting pods by namespace, it stays the extender's: the sample would hide it.
+    policy_update(
+        actor=None,
+        policy=Policy.objects.get(name="licensed"),
+        data=policy_data(
+            "licensed",
+            filter_rules=[LICENSE_RULE],
+            weight_rules=[],
+            pod_selector={"namespaces": ["ml"]},
+        ),
+    )
+    config = yaml.safe_load(get(viewer, "mode=native").content)
+    check_configuration(config)
+    assert config["profiles"][0]["percentageOfNodesToScore"] == 100

@@ -61,12 +61,14 @@ def _pick_cluster(request: HttpRequest) -> tuple[list[str], Cluster | None]:
 
 
 def explain_url(cluster: str, namespace: str, name: str, labels: dict[str, str]) -> str:
-    """The explain page for this pod (its namespace and labels are what policies select on)."""
+    """The explain page for this pod as the inventory stores it (``stored``: its requests,
+    tolerations and node selection are judged too; the labels stay for a pod gone since)."""
     query = {
         "cluster": cluster,
         "namespace": namespace,
         "name": name,
         "labels": "\n".join(f"{k}={v}" for k, v in sorted(labels.items())),
+        "stored": "1",
     }
     return f"{reverse('admin:console-explain')}?{urlencode(query)}"
 

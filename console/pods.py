@@ -20,6 +20,7 @@ from django.urls import reverse
 from console.frame import page_context
 from core.errors import ContentError
 from inventory import sources
+from inventory.display import freshness, plain_error
 from inventory.evict import MAX_PER_REQUEST, pods_evict, stored_pods
 from inventory.models import Cluster, PodInventory
 from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
@@ -131,6 +132,7 @@ def pending_view(request: HttpRequest) -> HttpResponse:
         cluster=cluster,
     )
     if cluster is not None:
+        context["freshness"] = freshness(cluster, pods=True)
         report = pending_report(cluster, namespace=request.GET.get("namespace") or None)
         groups, rest = pending_groups(cluster.name, report.rows)
         context.update(
@@ -154,12 +156,17 @@ def violations_view(request: HttpRequest) -> HttpResponse:
     can_evict = bool(
         cluster is not None and sources.of(cluster).live and request.user.has_perm(EVICT_PERMISSION)
     )
+    fresh = freshness(cluster, pods=True) if cluster is not None else None
+    # Offered, but off while the cluster's API cannot be reached (the reason is shown).
+    evict_blocked = fresh.api_blocked if fresh is not None and can_evict else ""
     context: dict[str, Any] = page_context(
         request,
         "Pods that break a rule",
         clusters=names,
         cluster=cluster,
         can_evict=can_evict,
+        evict_blocked=evict_blocked,
+        freshness=fresh,
         max_per_request=MAX_PER_REQUEST,
     )
     if cluster is None:
@@ -168,6 +175,10 @@ def violations_view(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if not can_evict:
             raise PermissionDenied
+        if evict_blocked:
+            messages.error(request, evict_blocked)
+            back = f"{reverse('admin:console-violations')}?{urlencode({'cluster': cluster.name})}"
+            return HttpResponseRedirect(back)
         return _evict_flow(request, cluster, rows, context)
     urls = _policy_urls({r.reasons[0].partition("/")[0] for r in rows})
     context.update(
@@ -216,7 +227,7 @@ def _evict_flow(
     messages.add_message(request, level, f"{evicted} of {len(results)} pods evicted.")
     for result in results:
         if not result.ok:
-            messages.warning(
-                request, f"{result.namespace}/{result.name}: {result.outcome}: {result.message}"
-            )
+            # A budget's refusal is shown word for word; a failed call as what to do about it.
+            text = plain_error(result.message) if result.outcome == "failed" else result.message
+            messages.warning(request, f"{result.namespace}/{result.name}: {result.outcome}: {text}")
     return HttpResponseRedirect(back)

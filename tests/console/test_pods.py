@@ -150,3 +150,81 @@ def test_node_page_lists_its_pods_and_what_they_request() -> None:
     assert "ml/train-" in html
     assert "nvidia.com/gpu 8 of 8" in html
     assert "1 pods;" in html
+
+
+def test_pages_say_how_current_they_are_and_evict_waits_for_the_api(
+    kube: tuple[FakeKubeServer, Cluster], settings
+) -> None:
+    """The pod pages show the inventory's age and the connection; when the watch lost the API
+    server, a banner says the page may be out of date and Evict is off with the reason."""
+    from inventory.pod_services import pod_inventory_failed
+
+    server, cluster = kube
+    pods = [server.add_pod(realistic_pod(0, node="gpu-1", namespace="ml", app="train", slim=True))]
+    pods_apply(cluster=cluster, records=[pod_record(p) for p in pods], replace=True)  # type: ignore[misc]
+    from inventory.pod_services import pod_inventory_listed
+
+    pod_inventory_listed(cluster, resource_version="1", seen=1)
+    editor = client_for("editor")
+    html = editor.get("/admin/violations/?cluster=prod").content.decode()
+    assert '<span class="console-badge ok">connected</span> Data as of' in html
+    assert "stale-banner" not in html
+    assert 'value="Evict the chosen pods…">' in html
+
+    pod_inventory_failed(
+        cluster,
+        "cannot reach the API server: HTTPSConnectionPool(host='127.0.0.1', port=6443): Max "
+        "retries exceeded with url: /api/v1/pods (Caused by NewConnectionError: [Errno 111] "
+        "Connection refused)",
+    )
+    for path in ("/admin/violations/?cluster=prod", "/admin/pending/?cluster=prod"):
+        html = editor.get(path).content.decode()
+        assert "API unreachable" in html
+        assert "This page may not show the cluster as it is now." in html
+        assert "The portal cannot reach the cluster&#x27;s API server." in html
+    html = editor.get("/admin/violations/?cluster=prod").content.decode()
+    assert 'value="Evict the chosen pods…" disabled' in html
+    assert "Evict is off: Evicting needs the cluster&#x27;s API server." in html
+    chosen = f"ml/{pods[0]['metadata']['name']}"
+    refused = editor.post(
+        "/admin/violations/?cluster=prod", {"cluster": "prod", "pod": [chosen]}, follow=True
+    )
+    assert "Evicting needs the cluster&#x27;s API server." in refused.content.decode()
+    assert server.evictions == []
+
+
+def test_an_old_inventory_is_called_stale(kube: tuple[FakeKubeServer, Cluster]) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from inventory.models import PodInventory
+
+    _, cluster = kube
+    old = timezone.now() - timedelta(hours=2)
+    PodInventory.objects.update_or_create(
+        cluster=cluster, defaults={"listed_at": old, "current_at": old}
+    )
+    html = client_for("viewer").get("/admin/pending/?cluster=prod").content.decode()
+    assert '<span class="console-badge warn">stale</span>' in html
+    assert "Nothing has come from the cluster for 2 h" in html
+
+
+def test_a_node_page_says_when_its_cluster_cannot_be_reached(
+    kube: tuple[FakeKubeServer, Cluster],
+) -> None:
+    from inventory import sync_status
+    from inventory.models import Node
+
+    _, cluster = kube
+    node = Node.objects.get(cluster=cluster, name="gpu-1")
+    url = f"/admin/inventory/node/{node.pk}/change/"
+    viewer = client_for("viewer")
+    sync_status.succeeded(cluster.pk, {})
+    html = viewer.get(url).content.decode()
+    assert "This page may not show the node" not in html
+    assert '<span class="console-badge ok">connected</span> as of' in html
+    sync_status.failed(cluster.pk, "API server timed out: read timed out")
+    html = viewer.get(url).content.decode()
+    assert "This page may not show the node as it is now." in html
+    assert "The cluster&#x27;s API server did not answer in time." in html

@@ -47,7 +47,11 @@ def yaml_view(modeladmin: Any, request: HttpRequest, object_id: str) -> HttpResp
         content = _read(text, errors)
         if content is not None:
             report = draft_report(content, policy)
-            problems = report["warnings"] or report.get("broken_expectations")
+            problems = (
+                report["warnings"]
+                or report.get("broken_expectations")
+                or report.get("pods_affected")
+            )
             confirmed = bool(request.POST.get(CONFIRM_FIELD))
             if PREVIEW_BUTTON not in request.POST and (confirmed or not problems):
                 done = _save(modeladmin, request, policy, content, note, confirmed, errors)

@@ -14,6 +14,7 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from console.managed import over_capacity_problems
 from console.pod_cards import PodCard, pod_cards, pod_problems
 from core.models import AuditEntry
 from engine.assignment_checks import LabelIndex, assignment_warnings
@@ -271,7 +272,8 @@ def build(now: datetime | None = None) -> Dashboard:
         top_rules=top_rules,
         hourly=hourly,
         problems=problems(rows, expectations)
-        + [Problem(message, url, fix) for message, url, fix in pod_problems(pods)],
+        + [Problem(message, url, fix) for message, url, fix in pod_problems(pods)]
+        + [Problem(message, url, fix) for message, url, fix in over_capacity_problems()],
         pods=pods,
         log_counts=log_counts(now),
     )

@@ -23,7 +23,7 @@ from engine.errors import EngineValidationError
 from extender.decisionlog import rollups
 from extender.models import shed_totals
 from inventory import sources
-from inventory.display import describe_inventory_age
+from inventory.display import describe_inventory_age, plain_error
 from inventory.models import Cluster, Node, SyncState
 from inventory.sync import inventory_age_seconds
 from policies.expectations import current_outcomes
@@ -106,9 +106,8 @@ def cluster_rows(now: datetime) -> list[ClusterRow]:
                 state=cluster.get_sync_state_display(),
                 badge=_badge(cluster, age),
                 age=describe_inventory_age(cluster, now=now),
-                error=(cluster.sync_error or "").splitlines()[0][:160]
-                if cluster.sync_error
-                else "",
+                # A sentence that says what to do, never a raw exception cut mid-word.
+                error=plain_error(cluster.sync_error),
                 nodes=cluster.node_count,
                 ready=cluster.ready_count,
                 url=reverse("admin:inventory_cluster_change", args=[cluster.pk]),

@@ -20,7 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from console import fit as scheduler_fit
-from core.api.formats import yaml_load
+from core.api.formats import yaml_error_text, yaml_load
 from core.errors import ContentError
 from engine import fit
 from engine.globs import compile_glob, glob_errors
@@ -52,8 +52,11 @@ def pod_from_query(query: Mapping[str, str]) -> dict[str, Any]:
     if manifest:
         try:
             pod = orjson.loads(manifest) if manifest.startswith("{") else yaml_load(manifest)
-        except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
-            message = f"Not a YAML or JSON Pod: {exc}".splitlines()[0]
+        except orjson.JSONDecodeError as exc:
+            message = f"Not a JSON Pod, line {exc.lineno}, column {exc.colno}: {exc.msg}."
+            raise ContentError({"manifest": [message]}) from None
+        except yaml.YAMLError as exc:
+            message = f"Not a YAML Pod, {yaml_error_text(exc)}. Paste the whole manifest."
             raise ContentError({"manifest": [message]}) from None
         if not isinstance(pod, dict):
             raise ContentError({"manifest": ["Must be a Pod object."]})

@@ -158,7 +158,7 @@ def test_a_held_or_failing_sync_is_a_problem(admin_client: Client) -> None:
         sync_state=SyncState.HELD, sync_error="held: the list would remove all 4 nodes"
     )
     html = admin_client.get("/admin/").content.decode()
-    assert "Cluster prod: held: needs confirmation. held: the list would remove all 4" in html
+    assert "Cluster prod: held: needs confirmation. Held: the list would remove all 4" in html
 
 
 def test_the_outcome_filter_lists_pods_refused_everywhere(admin_client: Client) -> None:
@@ -294,3 +294,23 @@ def test_the_own_schedulers_attempts_are_not_counted_as_extender_calls(
     assert "<strong>2</strong> extender <code>filter</code> calls left a pod 0 nodes" in html
     assert "<strong>4</strong> of the own scheduler's 4 attempts found no node" in html
     assert "outcome=no-nodes&amp;verb=schedule" in html
+
+
+def test_a_sync_error_is_a_sentence_that_says_what_to_do(admin_client: Client) -> None:
+    from inventory import sync_status
+    from tests.factories import make_cluster
+
+    cluster = make_cluster("prod")
+    sync_status.failed(
+        cluster.pk,
+        "cannot reach the API server: HTTPSConnectionPool(host='10.0.0.1', port=6443): Max "
+        "retries exceeded with url: /api/v1/nodes?limit=500 (Caused by NewConnectionError("
+        "'<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new "
+        "connection: [Errno 111] Connection refused'))",
+    )
+    html = admin_client.get("/admin/").content.decode()
+    assert (
+        "The portal cannot reach the cluster&#x27;s API server. Check that it is running and "
+        "that the kubeconfig&#x27;s server address is right" in html
+    )
+    assert "HTTPSConnectionPool" not in html

@@ -282,7 +282,7 @@ def test_yaml_with_a_typo_is_held_until_confirmed(
 @pytest.mark.parametrize(
     ("document", "message"),
     [
-        ("a: [", "Not valid YAML"),
+        ("a: [", "Not valid YAML, line 1, column 5: expected the node content"),
         ("base: &b {x: 1}\nother: *b\n", "Not valid YAML"),
         ("name: gpu-only\nfilter_rules: 3\n", "filter_rules"),
     ],

@@ -22,7 +22,7 @@ from core.errors import ContentError
 from inventory import sources
 from inventory.display import freshness, plain_error
 from inventory.evict import MAX_PER_REQUEST, pods_evict, stored_pods
-from inventory.models import Cluster, PodInventory
+from inventory.models import Cluster, Node, PodInventory
 from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
 from policies.models import Policy
 
@@ -98,6 +98,7 @@ def pending_groups(cluster: str, rows: list[PendingRow]) -> tuple[list[Group], G
         group.policy_url = urls.get(group.policy, "")
         sample = group.rows[0]
         group.explain_url = explain_url(cluster, sample.namespace, sample.name, sample.labels)
+        group.links = [(r, explain_url(cluster, r.namespace, r.name, r.labels)) for r in group.rows]
     ordered = sorted(held.values(), key=lambda g: (-g.count, g.reason))
     others = [row for row in rows if not row.held]
     rest = None
@@ -180,9 +181,27 @@ def violations_view(request: HttpRequest) -> HttpResponse:
             back = f"{reverse('admin:console-violations')}?{urlencode({'cluster': cluster.name})}"
             return HttpResponseRedirect(back)
         return _evict_flow(request, cluster, rows, context)
-    urls = _policy_urls({r.reasons[0].partition("/")[0] for r in rows})
+    shown = rows[:SHOWN_VIOLATIONS]
+    urls = _policy_urls({reason.partition("/")[0] for r in shown for reason in r.reasons})
+    nodes = dict(
+        Node.objects.filter(cluster=cluster, name__in={r.node for r in shown}).values_list(
+            "name", "pk"
+        )
+    )
     context.update(
-        rows=rows[:SHOWN_VIOLATIONS],
+        # Each row with its links: the node's page, each reason's policy, explain.
+        items=[
+            (
+                row,
+                reverse("admin:inventory_node_change", args=[nodes[row.node]])
+                if row.node in nodes
+                else "",
+                [(reason, urls.get(reason.partition("/")[0], "")) for reason in row.reasons],
+                explain_url(cluster.name, row.namespace, row.name, row.labels),
+            )
+            for row in shown
+        ],
+        rows=shown,
         hidden=max(0, len(rows) - SHOWN_VIOLATIONS),
         total=len(rows),
         policy_urls=urls,
@@ -229,5 +248,8 @@ def _evict_flow(
         if not result.ok:
             # A budget's refusal is shown word for word; a failed call as what to do about it.
             text = plain_error(result.message) if result.outcome == "failed" else result.message
-            messages.warning(request, f"{result.namespace}/{result.name}: {result.outcome}: {text}")
+            # "Pod ml/x ...": the admin capitalises a message's first letter, never a namespace.
+            messages.warning(
+                request, f"Pod {result.namespace}/{result.name} {result.outcome}: {text}"
+            )
     return HttpResponseRedirect(back)

@@ -125,7 +125,8 @@ def test_eviction_is_shown_confirmed_and_respects_a_budget(
     )
     text = done.content.decode()
     assert "0 of 1 pods evicted." in text
-    assert "refused" in text
+    assert f"Pod {chosen} refused: " in text
+    assert "Ml/" not in text  # the admin capitalises a message's first letter
     assert "needs 3 healthy pods and has 3 currently" in text
     assert [e.code for e in server.evictions] == [429]
     assert len(server.pods()) == 3
@@ -228,3 +229,35 @@ def test_a_node_page_says_when_its_cluster_cannot_be_reached(
     html = viewer.get(url).content.decode()
     assert "This page may not show the node as it is now." in html
     assert "The cluster&#x27;s API server did not answer in time." in html
+
+
+@pytest.mark.usefixtures("demo")
+def test_names_are_links_and_violations_are_in_the_header() -> None:
+    from inventory.models import Node, Pod
+    from policies.models import Policy
+
+    viewer = client_for("viewer")
+    html = viewer.get("/admin/violations/?cluster=demo").content.decode()
+    assert '<a href="/admin/violations/">Pods that break a rule</a>' in html  # the header
+    legacy = Pod.objects.get(cluster__name="demo", name__startswith="train-legacy-")
+    node = Node.objects.get(cluster__name="demo", name=legacy.node_name)
+    assert f'<a href="/admin/inventory/node/{node.pk}/change/">{node.name}</a>' in html
+    policy = Policy.objects.get(name="ml-on-gpu")
+    assert f'<a href="/admin/policies/policy/{policy.pk}/change/">ml-on-gpu/' in html
+    assert 'title="Explain this pod">ml/train-legacy-' in html
+    pending = viewer.get("/admin/pending/?cluster=demo").content.decode()
+    assert 'title="Explain this pod">inference/llm-server-' in pending
+    assert 'title="Explain this pod">ml/finetune-' in pending
+
+
+def test_a_forbidden_page_is_in_the_admins_look_and_says_what_to_do() -> None:
+    user = User.objects.create_user("staff-only", password="x", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    response = client.get("/admin/pending/")
+    assert response.status_code == 403
+    html = response.content.decode()
+    assert "You may not open this page" in html
+    assert "Your account (staff-only) lacks the permission" in html
+    assert 'id="site-name"' in html  # the admin's header
+    assert "Ask an administrator of the portal for the role you need" in html

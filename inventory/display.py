@@ -130,7 +130,10 @@ class Freshness:
         if not self.live:
             return f"Cluster {self.cluster} is static (uploaded): there is no API server to ask."
         if self.error:
-            return f"Evicting needs the cluster's API server. {self.error}"
+            return (
+                "Evicting needs the cluster's API server, and the portal cannot reach it now; "
+                "try again once the page says connected."
+            )
         if self.as_of is None:
             return "The portal has not listed this cluster's pods yet; wait for the first sync."
         return ""

@@ -185,12 +185,12 @@ def test_pages_say_how_current_they_are_and_evict_waits_for_the_api(
         assert "The portal cannot reach the cluster&#x27;s API server." in html
     html = editor.get("/admin/violations/?cluster=prod").content.decode()
     assert 'value="Evict the chosen pods…" disabled' in html
-    assert "Evict is off: Evicting needs the cluster&#x27;s API server." in html
+    assert "Evict is off: Evicting needs the cluster&#x27;s API server, and the portal" in html
     chosen = f"ml/{pods[0]['metadata']['name']}"
     refused = editor.post(
         "/admin/violations/?cluster=prod", {"cluster": "prod", "pod": [chosen]}, follow=True
     )
-    assert "Evicting needs the cluster&#x27;s API server." in refused.content.decode()
+    assert "Evicting needs the cluster&#x27;s API server, and" in refused.content.decode()
     assert server.evictions == []
 
 

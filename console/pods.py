@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Max, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -22,7 +23,7 @@ from core.errors import ContentError
 from inventory import sources
 from inventory.display import freshness, plain_error
 from inventory.evict import MAX_PER_REQUEST, pods_evict, stored_pods
-from inventory.models import Cluster, Node, PodInventory
+from inventory.models import Cluster, Node, Pod, PodInventory
 from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
 from policies.models import Policy
 
@@ -113,13 +114,80 @@ def pending_groups(cluster: str, rows: list[PendingRow]) -> tuple[list[Group], G
     return ordered, rest
 
 
-def _requeue_state(cluster: Cluster) -> dict[str, Any]:
+SHOWN_WAITING = 10
+
+
+def requeue_outcome(
+    cluster: Cluster, inventory: PodInventory | None, rows: list[PendingRow]
+) -> dict[str, Any] | None:
+    """What followed the last requeue nudge: how many pods kube-scheduler placed since (their
+    PodScheduled condition turned True after it) and how long the last one took, and which of
+    the Pending pods the portal leaves nodes still wait, with kube-scheduler's word on them."""
+    if inventory is None or inventory.nudged_at is None:
+        return None
+    since = inventory.nudged_at.replace(microsecond=0)  # conditions have second resolution
+    placed = Pod.objects.filter(
+        cluster=cluster, scheduled_status="True", scheduled_since__gte=since
+    ).aggregate(count=Count("pk"), last=Max("scheduled_since"))
+    waiting = [row for row in rows if not row.held]
+    seconds = (placed["last"] - since).total_seconds() if placed["last"] is not None else None
+    return {
+        "placed": placed["count"],
+        "nudged": inventory.nudged_pods,
+        "seconds": seconds,
+        "waiting": waiting[:SHOWN_WAITING],
+        "waiting_count": len(waiting),
+    }
+
+
+def _requeue_state(cluster: Cluster, rows: list[PendingRow]) -> dict[str, Any]:
     inventory = PodInventory.objects.filter(cluster=cluster).first()
     return {
         "static": not sources.of(cluster).live,
         "enabled": cluster.requeue_pending,
         "inventory": inventory,
+        "outcome": requeue_outcome(cluster, inventory, rows),
     }
+
+
+def _marked(
+    cluster: Cluster, rest: Group | None, changed: Any
+) -> list[tuple[PendingRow, str, bool]]:
+    """The rest's rows with their explain link and whether kube-scheduler's message was last
+    seen before the policies last changed (the watch rewrites a pod's row, and its
+    ``last_seen``, whenever kube-scheduler rewrites the message)."""
+    if rest is None:
+        return []
+    seen: dict[tuple[str, str], Any] = {}
+    if changed is not None:
+        names = [row.name for row, _ in rest.links]
+        for namespace, name, last_seen in Pod.objects.filter(
+            cluster=cluster, name__in=names
+        ).values_list("namespace", "name", "last_seen"):
+            seen[(namespace, name)] = last_seen
+    return [
+        (
+            row,
+            url,
+            bool(
+                row.scheduler_message
+                and changed is not None
+                and (row.namespace, row.name) in seen
+                and seen[(row.namespace, row.name)] < changed
+            ),
+        )
+        for row, url in rest.links
+    ]
+
+
+def last_policy_change(cluster: Cluster) -> Any:
+    """When a policy that applies to the cluster last changed: kube-scheduler's messages
+    written before may name a rule as it was then."""
+    return (
+        Policy.objects.filter(Q(cluster__isnull=True) | Q(cluster=cluster))
+        .aggregate(last=Max("updated_at"))
+        .get("last")
+    )
 
 
 def pending_view(request: HttpRequest) -> HttpResponse:
@@ -136,11 +204,14 @@ def pending_view(request: HttpRequest) -> HttpResponse:
         context["freshness"] = freshness(cluster, pods=True)
         report = pending_report(cluster, namespace=request.GET.get("namespace") or None)
         groups, rest = pending_groups(cluster.name, report.rows)
+        changed = last_policy_change(cluster)
         context.update(
             report=report,
             groups=groups,
             rest=rest,
-            requeue=_requeue_state(cluster),
+            requeue=_requeue_state(cluster, report.rows),
+            rules_changed_at=changed,
+            rest_rows=_marked(cluster, rest, changed),
             namespace=request.GET.get("namespace", ""),
         )
     return TemplateResponse(request, "console/pending.html", context)

@@ -236,3 +236,28 @@ def test_a_pod_from_the_inventory_is_judged_as_stored(admin_client: Client) -> N
 def test_a_stored_pod_that_is_gone_is_said_so(admin_client: Client) -> None:
     html = explain(admin_client, namespace="ml", name="nobody", stored="1")
     assert "No pod ml/nobody in the inventory of cluster demo" in html
+
+
+def test_the_api_explains_a_stored_pod_apart_from_the_portals_verdict(admin_client: Client) -> None:
+    stored_pod(
+        "big-1",
+        {
+            "tolerations": [GPU_TOLERATION],
+            "overhead": {"cpu": "1"},
+            "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "96"}}}],
+            "containers": [{"name": "m", "resources": {"requests": {"cpu": "2"}}}],
+        },
+    )
+    response = admin_client.get("/api/v1/clusters/demo/pods/ml/big-1/explain/")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["portal"]["passed"] == 3
+    assert body["kube_scheduler"]["also_rejects"] == 3
+    assert body["kube_scheduler"]["landing"] == 0
+    assert body["kube_scheduler"]["requests"] == {"cpu": "97"}
+    assert body["kube_scheduler"]["message"].startswith("0/60 nodes are available:")
+    assert body["kube_scheduler"]["reasons"][0]["reason"] == "Insufficient cpu"
+    gone = admin_client.get("/api/v1/clusters/demo/pods/ml/nobody/explain/")
+    assert gone.status_code == 404
+    assert "No pod ml/nobody in the inventory of cluster demo" in gone.json()["detail"]
+    assert admin_client.get("/api/v1/clusters/nope/pods/ml/x/explain/").status_code == 404

@@ -16,6 +16,7 @@ from inventory.models import Cluster, ClusterSource
 from inventory.pod_records import pod_record
 from inventory.pod_services import pods_apply
 from policies.compile import forget
+from policies.models import Policy
 from portal.demo import demo_seed
 from tests.factories import load_nodes, make_cluster, make_policy, node_object
 from tests.support.fake_kube import FakeKubeServer
@@ -261,3 +262,77 @@ def test_a_forbidden_page_is_in_the_admins_look_and_says_what_to_do() -> None:
     assert "Your account (staff-only) lacks the permission" in html
     assert 'id="site-name"' in html  # the admin's header
     assert "Ask an administrator of the portal for the role you need" in html
+
+
+def simple_pod(name: str, *, node: str = "", at: str = "", message: str = "", rv: str = "1") -> Any:
+    conditions = (
+        [{"type": "PodScheduled", "status": "True", "lastTransitionTime": at}]
+        if node
+        else [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": at,
+            }
+        ]
+    )
+    return pod_record(
+        {
+            "metadata": {
+                "namespace": "web",
+                "name": name,
+                "labels": {"app": "web"},
+                "resourceVersion": rv,
+            },
+            "spec": {"nodeName": node} if node else {},
+            "status": {"phase": "Running" if node else "Pending", "conditions": conditions},
+        }
+    )
+
+
+def test_the_pending_page_follows_the_requeue(kube: tuple[FakeKubeServer, Cluster]) -> None:
+    """After a change frees pods and the portal asks kube-scheduler to retry them, the page
+    says how many got placed since and how long it took, and which still wait."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from inventory.pod_services import pod_inventory_listed, pod_inventory_nudged
+
+    _, cluster = kube
+    nudged = timezone.now().replace(microsecond=0) - timedelta(seconds=30)
+    before = (nudged - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pods_apply(
+        cluster=cluster,
+        records=[
+            simple_pod(f"p{i}", at=before, message="0/1 nodes are available.") for i in range(3)
+        ],
+        replace=True,
+    )
+    pod_inventory_listed(cluster, resource_version="1", seen=3)
+    pod_inventory_nudged(cluster, at=nudged, pods=3, revision=7, node="gpu-1")
+    placed = (nudged + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pods_apply(
+        cluster=cluster,
+        records=[simple_pod(f"p{i}", node="gpu-1", at=placed, rv="2") for i in range(2)],
+    )
+    html = client_for("viewer").get("/admin/pending/?cluster=prod").content.decode()
+    assert "Since then: <strong>2 of 3</strong> pods placed in 2 s." in html
+    assert "Still waiting (1): web/p2" in html
+
+
+@pytest.mark.usefixtures("demo")
+def test_scheduler_messages_seen_before_a_policy_change_are_marked() -> None:
+    from policies.content import policy_content
+    from policies.services import policy_update
+
+    viewer = client_for("viewer")
+    policy = Policy.objects.get(name="ml-on-gpu")
+    content = dict(policy_content(policy))
+    content["description"] = "Changed after kube-scheduler wrote its messages."
+    policy_update(actor=None, policy=policy, data=content)
+    html = viewer.get("/admin/pending/?cluster=demo").content.decode()
+    rest = html[html.index('id="rest-title"') :]
+    assert rest.count("Seen before the policies last changed") == 3

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from console import explain
+from core.api.base import NulGuardMixin
 from core.api.permissions import ActionPermissions
 from core.api.schema import PortalAutoSchema
 from core.errors import ContentError
@@ -74,7 +75,7 @@ PATH_PARAMS = [
 ]
 
 
-class PodExplainView(APIView):
+class PodExplainView(NulGuardMixin, APIView):
     """Why a pod of the inventory can (not) land where: the portal's verdict and, apart from
     it, kube-scheduler's basic fit of the pod as stored."""
 

@@ -91,6 +91,9 @@ def stored_pod(query: Mapping[str, str]) -> tuple[dict[str, Any], PodSpecFacts, 
     required node affinity. A pod the inventory no longer holds is an error that says so."""
     if not query.get("stored") or (query.get("manifest") or "").strip():
         return None
+    if any("\x00" in (query.get(key) or "") for key in ("cluster", "namespace", "name")):
+        # PostgreSQL cannot compare NUL characters: refuse before any query.
+        raise ContentError({"name": ["Must not contain NUL characters."]})
     cluster = Cluster.objects.filter(name=query.get("cluster") or "").first()
     if cluster is None:
         cluster = Cluster.objects.filter(is_default=True).first()

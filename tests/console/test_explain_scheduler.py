@@ -261,3 +261,10 @@ def test_the_api_explains_a_stored_pod_apart_from_the_portals_verdict(admin_clie
     assert gone.status_code == 404
     assert "No pod ml/nobody in the inventory of cluster demo" in gone.json()["detail"]
     assert admin_client.get("/api/v1/clusters/nope/pods/ml/x/explain/").status_code == 404
+
+
+def test_a_nul_in_a_stored_pods_name_is_refused_before_any_query(admin_client: Client) -> None:
+    html = explain(admin_client, namespace="ml", name="a\x00b", stored="1")
+    assert "Must not contain NUL characters." in html
+    response = admin_client.get("/api/v1/clusters/demo/pods/ml/a%00b/explain/")
+    assert response.status_code == 400

@@ -14,7 +14,8 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from console.pod_cards import PodCard, pod_cards
+from console.managed import over_capacity_problems
+from console.pod_cards import PodCard, pod_cards, pod_problems
 from core.models import AuditEntry
 from engine.assignment_checks import LabelIndex, assignment_warnings
 from engine.assignments import node_selector_from_dict
@@ -23,7 +24,7 @@ from engine.sampling import PassRatio, hidden_rules
 from extender.decisionlog import rollups
 from extender.models import shed_totals
 from inventory import sources
-from inventory.display import describe_inventory_age
+from inventory.display import describe_inventory_age, plain_error
 from inventory.models import Cluster, Node, SyncState
 from inventory.sync import inventory_age_seconds
 from policies.compile import current_snapshot
@@ -107,9 +108,8 @@ def cluster_rows(now: datetime) -> list[ClusterRow]:
                 state=cluster.get_sync_state_display(),
                 badge=_badge(cluster, age),
                 age=describe_inventory_age(cluster, now=now),
-                error=(cluster.sync_error or "").splitlines()[0][:160]
-                if cluster.sync_error
-                else "",
+                # A sentence that says what to do, never a raw exception cut mid-word.
+                error=plain_error(cluster.sync_error),
                 nodes=cluster.node_count,
                 ready=cluster.ready_count,
                 url=reverse("admin:inventory_cluster_change", args=[cluster.pk]),
@@ -135,6 +135,15 @@ def traffic(
     """Calls, filter calls that left 0 nodes and the top rejecting rules over 24 hours, from the
     decision log's hourly rollups (a few rows per hour, never the decision table)."""
     data = rollups.traffic(now, hours=CHART_HOURS)
+    # Each count says where it comes from: the own scheduler's attempts are no extender calls.
+    by_verb, refused = data.get("calls_by_verb", {}), data.get("refused_by_verb", {})
+    data["totals"] = {
+        **data["totals"],
+        "extender_day": data["totals"]["calls_day"] - by_verb.get("schedule", 0),
+        "scheduler_day": by_verb.get("schedule", 0),
+        "refused_filter": refused.get("filter", 0),
+        "refused_schedule": refused.get("schedule", 0),
+    }
     local = timezone.localtime
     hourly = [
         (local(moment).strftime("%H:00"), calls, refused)
@@ -280,6 +289,7 @@ def build(now: datetime | None = None) -> Dashboard:
         AuditEntry.objects.select_related("actor").order_by("-created_at")[:RECENT_CHANGES]
     )
     expectations = current_outcomes()
+    pods = pod_cards()
     return Dashboard(
         expectations=expectations,
         clusters=rows,
@@ -289,8 +299,10 @@ def build(now: datetime | None = None) -> Dashboard:
         no_nodes_url=reverse("admin:extender_decision_changelist") + "?outcome=no-nodes",
         top_rules=top_rules,
         hourly=hourly,
-        problems=problems(rows, expectations),
-        pods=pod_cards(),
+        problems=problems(rows, expectations)
+        + [Problem(message, url, fix) for message, url, fix in pod_problems(pods)]
+        + [Problem(message, url, fix) for message, url, fix in over_capacity_problems()],
+        pods=pods,
         log_counts=log_counts(now),
     )
 

@@ -20,11 +20,14 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from console import fit as scheduler_fit
-from core.api.formats import yaml_load
+from core.api.formats import yaml_error_text, yaml_load
 from core.errors import ContentError
 from engine import fit
 from engine.globs import compile_glob, glob_errors
+from engine.podspec import PodSpecFacts
 from engine.quantities import format_amount
+from inventory.models import Cluster, Pod
+from inventory.pod_queries import pod_spec_facts
 from policies.compile import current_snapshot
 from policies.simulate import simulate
 
@@ -49,8 +52,11 @@ def pod_from_query(query: Mapping[str, str]) -> dict[str, Any]:
     if manifest:
         try:
             pod = orjson.loads(manifest) if manifest.startswith("{") else yaml_load(manifest)
-        except (orjson.JSONDecodeError, yaml.YAMLError) as exc:
-            message = f"Not a YAML or JSON Pod: {exc}".splitlines()[0]
+        except orjson.JSONDecodeError as exc:
+            message = f"Not a JSON Pod, line {exc.lineno}, column {exc.colno}: {exc.msg}."
+            raise ContentError({"manifest": [message]}) from None
+        except yaml.YAMLError as exc:
+            message = f"Not a YAML Pod, {yaml_error_text(exc)}. Paste the whole manifest."
             raise ContentError({"manifest": [message]}) from None
         if not isinstance(pod, dict):
             raise ContentError({"manifest": ["Must be a Pod object."]})
@@ -74,6 +80,48 @@ def pod_from_query(query: Mapping[str, str]) -> dict[str, Any]:
         "labels": labels,
     }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata}
+
+
+def stored_pod(query: Mapping[str, str]) -> tuple[dict[str, Any], PodSpecFacts, Pod] | None:
+    """The pod the form names, as the cluster's inventory stores it, when the form asks for it
+    (``stored``, what the Pending and Violations pages link with) and pastes no manifest.
+
+    Its labels are the stored ones, and kube-scheduler's checks read its stored requests
+    (init containers, sidecars and overhead already counted), tolerations, ``nodeSelector`` and
+    required node affinity. A pod the inventory no longer holds is an error that says so."""
+    if not query.get("stored") or (query.get("manifest") or "").strip():
+        return None
+    if any("\x00" in (query.get(key) or "") for key in ("cluster", "namespace", "name")):
+        # PostgreSQL cannot compare NUL characters: refuse before any query.
+        raise ContentError({"name": ["Must not contain NUL characters."]})
+    cluster = Cluster.objects.filter(name=query.get("cluster") or "").first()
+    if cluster is None:
+        cluster = Cluster.objects.filter(is_default=True).first()
+    namespace = _form_namespace(query)
+    name = (query.get("name") or "").strip()
+    row = (
+        Pod.objects.filter(cluster=cluster, namespace=namespace, name=name).first()
+        if cluster is not None
+        else None
+    )
+    if row is None:
+        where = cluster.name if cluster is not None else "(none)"
+        raise ContentError(
+            {
+                "name": [
+                    f"No pod {namespace}/{name} in the inventory of cluster {where}: it was "
+                    "deleted or has finished. Open the Pending page again, or paste the pod's "
+                    "manifest to explain it."
+                ]
+            }
+        )
+    labels = row.labels if isinstance(row.labels, dict) else {}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": row.name, "namespace": row.namespace, "labels": dict(labels)},
+    }
+    return pod, pod_spec_facts(row), row
 
 
 def node_patterns(query: Mapping[str, str]) -> list[str]:
@@ -167,7 +215,9 @@ def _groups(rejected: list[dict]) -> list[dict[str, Any]]:
     ]
 
 
-def _scheduler(rows: list[dict], report: scheduler_fit.FitReport, total: int) -> dict[str, Any]:
+def _scheduler(
+    rows: list[dict], report: scheduler_fit.FitReport, total: int, stored: Pod | None = None
+) -> dict[str, Any]:
     """kube-scheduler's side: its own rejections, and what the two together leave."""
     portal_passes = [row for row in rows if row["passed"]]
     also = [row for row in portal_passes if row["fit"] is not None]
@@ -197,20 +247,26 @@ def _scheduler(rows: list[dict], report: scheduler_fit.FitReport, total: int) ->
         ],
         "unjudged_nodes": sum(1 for row in rows if row["name"] not in report.verdicts),
         "not_judged": fit.NOT_JUDGED,
+        "stored": stored,
     }
 
 
 def explain(query: Mapping[str, str]) -> dict[str, Any]:
     """The simulate result plus what the page shows first: counts by reason, scores, and
     kube-scheduler's own checks beside the portal's verdict."""
-    pod = pod_from_query(query)
+    stored = stored_pod(query)
+    pod = stored[0] if stored is not None else pod_from_query(query)
     cluster = query.get("cluster") or None
     patterns = node_patterns(query)
     names = node_subset(patterns, _cluster_node_names(cluster)) if patterns else None
     result = simulate(cluster=cluster, pod=pod, nodes=names)
     rows = result["nodes"]
     report = scheduler_fit.judge(
-        pod, result["cluster"], [row["name"] for row in rows], every_node=names is None
+        pod,
+        result["cluster"],
+        [row["name"] for row in rows],
+        every_node=names is None,
+        spec=stored[1] if stored is not None else None,
     )
     for row in rows:
         row["fit"] = report.verdicts.get(row["name"])
@@ -235,6 +291,6 @@ def explain(query: Mapping[str, str]) -> dict[str, Any]:
         "passed_rows": shown,
         "passed_hidden": max(0, len(passed) - MAX_SHOWN_NODES),
         "rejected_groups": groups,
-        "scheduler": _scheduler(rows, report, len(rows)),
+        "scheduler": _scheduler(rows, report, len(rows), stored[2] if stored is not None else None),
         "patterns": patterns,
     }

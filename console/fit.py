@@ -135,10 +135,20 @@ def node_usage(cluster: str, names: Iterable[str]) -> dict[str, fit.NodeUsage] |
     return {name: usage.get(name) or fit.NodeUsage() for name in names}
 
 
-def judge(pod: Any, cluster: str, names: Iterable[str], *, every_node: bool = False) -> FitReport:
+def judge(
+    pod: Any,
+    cluster: str,
+    names: Iterable[str],
+    *,
+    every_node: bool = False,
+    spec: PodSpecFacts | None = None,
+) -> FitReport:
     """The basic fit of ``pod`` (a v1 Pod dict) on each named node of ``cluster``
-    (``every_node``: the names are the whole inventory, read without listing them)."""
-    spec = pod_spec_facts(pod)
+    (``every_node``: the names are the whole inventory, read without listing them); ``spec``:
+    what the fit reads of a pod the inventory stores (then the dict only names it)."""
+    stored = spec is not None
+    if spec is None:
+        spec = pod_spec_facts(pod)
     names = list(names)
     nodes = fit_nodes(
         cluster,
@@ -148,7 +158,7 @@ def judge(pod: Any, cluster: str, names: Iterable[str], *, every_node: bool = Fa
     usage = node_usage(cluster, nodes)
     report = FitReport(
         usage_counted=usage is not None,
-        has_spec=_has_spec(pod),
+        has_spec=stored or _has_spec(pod),
         requests=dict(spec.requests),
     )
     for name in names:

@@ -44,3 +44,32 @@ def pod_cards() -> list[PodCard]:
             )
         )
     return cards
+
+
+def pod_problems(cards: list[PodCard]) -> list[tuple[str, str, str]]:
+    """The dashboard's problems of the pods: (message, link, what to do there) per cluster with
+    Pending pods the portal holds or running pods that break a rule."""
+    found = []
+    for card in cards:
+        if card.held:
+            plural = "s" if card.held != 1 else ""
+            found.append(
+                (
+                    f"Cluster {card.cluster}: {card.held} Pending pod{plural} "
+                    "held by the portal's policies (no node passes them).",
+                    card.pending_url,
+                    "see the Pending pods",
+                )
+            )
+        if card.violations:
+            many = card.violations != 1
+            found.append(
+                (
+                    f"Cluster {card.cluster}: {card.violations} running pod{'s' if many else ''} "
+                    f"break{'' if many else 's'} a rule (on nodes the enforce policies now "
+                    "reject).",
+                    card.violations_url,
+                    "see the pods that break a rule",
+                )
+            )
+    return found

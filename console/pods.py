@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Max, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -21,8 +22,9 @@ from django.urls import reverse
 from console.frame import page_context
 from core.errors import ContentError
 from inventory import sources
+from inventory.display import freshness, plain_error
 from inventory.evict import MAX_PER_REQUEST, pods_evict, protected_namespaces, stored_pods
-from inventory.models import Cluster, PodInventory
+from inventory.models import Cluster, Node, Pod, PodInventory
 from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
 from policies.models import Policy
 
@@ -62,12 +64,14 @@ def _pick_cluster(request: HttpRequest) -> tuple[list[str], Cluster | None]:
 
 
 def explain_url(cluster: str, namespace: str, name: str, labels: dict[str, str]) -> str:
-    """The explain page for this pod (its namespace and labels are what policies select on)."""
+    """The explain page for this pod as the inventory stores it (``stored``: its requests,
+    tolerations and node selection are judged too; the labels stay for a pod gone since)."""
     query = {
         "cluster": cluster,
         "namespace": namespace,
         "name": name,
         "labels": "\n".join(f"{k}={v}" for k, v in sorted(labels.items())),
+        "stored": "1",
     }
     return f"{reverse('admin:console-explain')}?{urlencode(query)}"
 
@@ -96,6 +100,7 @@ def pending_groups(cluster: str, rows: list[PendingRow]) -> tuple[list[Group], G
         group.policy_url = urls.get(group.policy, "")
         sample = group.rows[0]
         group.explain_url = explain_url(cluster, sample.namespace, sample.name, sample.labels)
+        group.links = [(r, explain_url(cluster, r.namespace, r.name, r.labels)) for r in group.rows]
     ordered = sorted(held.values(), key=lambda g: (-g.count, g.reason))
     others = [row for row in rows if not row.held]
     rest = None
@@ -110,13 +115,80 @@ def pending_groups(cluster: str, rows: list[PendingRow]) -> tuple[list[Group], G
     return ordered, rest
 
 
-def _requeue_state(cluster: Cluster) -> dict[str, Any]:
+SHOWN_WAITING = 10
+
+
+def requeue_outcome(
+    cluster: Cluster, inventory: PodInventory | None, rows: list[PendingRow]
+) -> dict[str, Any] | None:
+    """What followed the last requeue nudge: how many pods kube-scheduler placed since (their
+    PodScheduled condition turned True after it) and how long the last one took, and which of
+    the Pending pods the portal leaves nodes still wait, with kube-scheduler's word on them."""
+    if inventory is None or inventory.nudged_at is None:
+        return None
+    since = inventory.nudged_at.replace(microsecond=0)  # conditions have second resolution
+    placed = Pod.objects.filter(
+        cluster=cluster, scheduled_status="True", scheduled_since__gte=since
+    ).aggregate(count=Count("pk"), last=Max("scheduled_since"))
+    waiting = [row for row in rows if not row.held]
+    seconds = (placed["last"] - since).total_seconds() if placed["last"] is not None else None
+    return {
+        "placed": placed["count"],
+        "nudged": inventory.nudged_pods,
+        "seconds": seconds,
+        "waiting": waiting[:SHOWN_WAITING],
+        "waiting_count": len(waiting),
+    }
+
+
+def _requeue_state(cluster: Cluster, rows: list[PendingRow]) -> dict[str, Any]:
     inventory = PodInventory.objects.filter(cluster=cluster).first()
     return {
         "static": not sources.of(cluster).live,
         "enabled": cluster.requeue_pending,
         "inventory": inventory,
+        "outcome": requeue_outcome(cluster, inventory, rows),
     }
+
+
+def _marked(
+    cluster: Cluster, rest: Group | None, changed: Any
+) -> list[tuple[PendingRow, str, bool]]:
+    """The rest's rows with their explain link and whether kube-scheduler's message was last
+    seen before the policies last changed (the watch rewrites a pod's row, and its
+    ``last_seen``, whenever kube-scheduler rewrites the message)."""
+    if rest is None:
+        return []
+    seen: dict[tuple[str, str], Any] = {}
+    if changed is not None:
+        names = [row.name for row, _ in rest.links]
+        for namespace, name, last_seen in Pod.objects.filter(
+            cluster=cluster, name__in=names
+        ).values_list("namespace", "name", "last_seen"):
+            seen[(namespace, name)] = last_seen
+    return [
+        (
+            row,
+            url,
+            bool(
+                row.scheduler_message
+                and changed is not None
+                and (row.namespace, row.name) in seen
+                and seen[(row.namespace, row.name)] < changed
+            ),
+        )
+        for row, url in rest.links
+    ]
+
+
+def last_policy_change(cluster: Cluster) -> Any:
+    """When a policy that applies to the cluster last changed: kube-scheduler's messages
+    written before may name a rule as it was then."""
+    return (
+        Policy.objects.filter(Q(cluster__isnull=True) | Q(cluster=cluster))
+        .aggregate(last=Max("updated_at"))
+        .get("last")
+    )
 
 
 def pending_view(request: HttpRequest) -> HttpResponse:
@@ -130,13 +202,17 @@ def pending_view(request: HttpRequest) -> HttpResponse:
         cluster=cluster,
     )
     if cluster is not None:
+        context["freshness"] = freshness(cluster, pods=True)
         report = pending_report(cluster, namespace=request.GET.get("namespace") or None)
         groups, rest = pending_groups(cluster.name, report.rows)
+        changed = last_policy_change(cluster)
         context.update(
             report=report,
             groups=groups,
             rest=rest,
-            requeue=_requeue_state(cluster),
+            requeue=_requeue_state(cluster, report.rows),
+            rules_changed_at=changed,
+            rest_rows=_marked(cluster, rest, changed),
             namespace=request.GET.get("namespace", ""),
         )
     return TemplateResponse(request, "console/pending.html", context)
@@ -153,12 +229,17 @@ def violations_view(request: HttpRequest) -> HttpResponse:
     can_evict = bool(
         cluster is not None and sources.of(cluster).live and request.user.has_perm(EVICT_PERMISSION)
     )
+    fresh = freshness(cluster, pods=True) if cluster is not None else None
+    # Offered, but off while the cluster's API cannot be reached (the reason is shown).
+    evict_blocked = fresh.api_blocked if fresh is not None and can_evict else ""
     context: dict[str, Any] = page_context(
         request,
         "Pods that break a rule",
         clusters=names,
         cluster=cluster,
         can_evict=can_evict,
+        evict_blocked=evict_blocked,
+        freshness=fresh,
         max_per_request=MAX_PER_REQUEST,
         protected=sorted(protected_namespaces()),
     )
@@ -168,10 +249,32 @@ def violations_view(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if not can_evict:
             raise PermissionDenied
+        if evict_blocked:
+            messages.error(request, evict_blocked)
+            back = f"{reverse('admin:console-violations')}?{urlencode({'cluster': cluster.name})}"
+            return HttpResponseRedirect(back)
         return _evict_flow(request, cluster, rows, context)
-    urls = _policy_urls({r.reasons[0].partition("/")[0] for r in rows})
+    shown = rows[:SHOWN_VIOLATIONS]
+    urls = _policy_urls({reason.partition("/")[0] for r in shown for reason in r.reasons})
+    nodes = dict(
+        Node.objects.filter(cluster=cluster, name__in={r.node for r in shown}).values_list(
+            "name", "pk"
+        )
+    )
     context.update(
-        rows=rows[:SHOWN_VIOLATIONS],
+        # Each row with its links: the node's page, each reason's policy, explain.
+        items=[
+            (
+                row,
+                reverse("admin:inventory_node_change", args=[nodes[row.node]])
+                if row.node in nodes
+                else "",
+                [(reason, urls.get(reason.partition("/")[0], "")) for reason in row.reasons],
+                explain_url(cluster.name, row.namespace, row.name, row.labels),
+            )
+            for row in shown
+        ],
+        rows=shown,
         hidden=max(0, len(rows) - SHOWN_VIOLATIONS),
         total=len(rows),
         policy_urls=urls,
@@ -216,7 +319,10 @@ def _evict_flow(
     messages.add_message(request, level, f"{evicted} of {len(results)} pods evicted.")
     for result in results:
         if not result.ok:
+            # A budget's refusal is shown word for word; a failed call as what to do about it.
+            text = plain_error(result.message) if result.outcome == "failed" else result.message
+            # "Pod ml/x ...": the admin capitalises a message's first letter, never a namespace.
             messages.warning(
-                request, f"{result.namespace}/{result.name}: {result.outcome}: {result.message}"
+                request, f"Pod {result.namespace}/{result.name} {result.outcome}: {text}"
             )
     return HttpResponseRedirect(back)

@@ -15,7 +15,7 @@ from core.errors import ContentError
 from inventory.models import Cluster
 from policies.models import Policy
 
-EXPLAIN_FIELDS = ("cluster", "namespace", "name", "labels", "manifest", "nodes")
+EXPLAIN_FIELDS = ("cluster", "namespace", "name", "labels", "manifest", "nodes", "stored")
 
 
 def dashboard_view(request: HttpRequest) -> TemplateResponse:

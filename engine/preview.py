@@ -347,6 +347,10 @@ def assignment_impact(
     )
 
 
+# The most pods a preview lists by name (the counts are always whole).
+MAX_LISTED = 20
+
+
 @dataclass
 class PodImpact:
     """What a draft does to the pods of the inventory (counted in ``policies.preview``)."""
@@ -360,6 +364,13 @@ class PodImpact:
     pending_lose: int
     # Pending pods the draft or the saved version could select (no other can change).
     pending: int
+    # What a save would do that needs the operator's word: running pods that would newly break
+    # a rule ("namespace/name on node"), Pending pods left with no passing node ("ns/name"),
+    # each list the first MAX_LISTED of its count.
+    new_violations: int = 0
+    violations_listed: tuple[str, ...] = ()
+    new_held: int = 0
+    held_listed: tuple[str, ...] = ()
 
     @property
     def summary(self) -> str:
@@ -393,7 +404,17 @@ def pod_impact(
     kept = [p for p in cluster.policies if p.name != draft.name]
     after = ClusterEvaluator([*kept, draft] if draft.enabled else kept, cluster.facts)
     before = cluster.evaluator
+    # A running pod newly breaks a rule when the policies that would enforce after the save
+    # reject its node and those enforcing now do not.
+    violations: list[str] = []
+    if draft.enabled and draft.mode == "enforce":
+        for pod, node in bound:
+            if not draft.selects(pod) or alone.get(node) is None:
+                continue
+            if before.table(before.active(pod)).reject.get(node) is None:
+                violations.append(f"{pod.namespace}/{pod.name} on {node}")
     gain = lose = 0
+    held: list[str] = []
     for pod in pending:
         if draft.selects(pod):
             selected += 1
@@ -401,4 +422,16 @@ def pod_impact(
         new = after.table(after.active(pod)).passing
         gain += bool(new - old)
         lose += bool(old - new)
-    return PodImpact(selected, running_rejected, gain, lose, len(pending))
+        if old and not new:
+            held.append(f"{pod.namespace}/{pod.name}")
+    return PodImpact(
+        selected,
+        running_rejected,
+        gain,
+        lose,
+        len(pending),
+        new_violations=len(violations),
+        violations_listed=tuple(violations[:MAX_LISTED]),
+        new_held=len(held),
+        held_listed=tuple(held[:MAX_LISTED]),
+    )

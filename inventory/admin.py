@@ -19,6 +19,7 @@ from django.utils.safestring import SafeString
 
 from core.admin import EMPTY, PortalHistory, ServiceWriteMixin, age, html_table, merge_fields
 from inventory.admin_tools import ClusterAdminExtras, NodeAdminExtras
+from inventory.display import freshness
 from inventory.forms import ClusterForm
 from inventory.models import Cluster, Node
 from inventory.pod_queries import pods_on_node, requested_on_node
@@ -300,6 +301,7 @@ class NodeAdmin(NodeAdminExtras):
                 "fields": (
                     "name",
                     "cluster",
+                    "inventory_state",
                     "uid",
                     ("ready", "unschedulable"),
                     "creation_timestamp",
@@ -329,7 +331,31 @@ class NodeAdmin(NodeAdminExtras):
     def get_readonly_fields(self, request: HttpRequest, obj: Node | None = None) -> list[str]:
         return merge_fields(
             super().get_readonly_fields(request, obj),
-            (*NODE_DETAIL_FIELDS, "decisions_link", "pods_table"),
+            (*NODE_DETAIL_FIELDS, "decisions_link", "pods_table", "inventory_state"),
+        )
+
+    @admin.display(description="inventory")
+    def inventory_state(self, obj: Node) -> SafeString:
+        """How current this page is: the node inventory's age and the cluster's connection."""
+        fresh = freshness(obj.cluster, pods=False)
+        when = fresh.as_of.strftime("%Y-%m-%d %H:%M:%S UTC") if fresh.as_of else "never"
+        if not fresh.live:
+            return format_html("uploaded, as of {} ({} ago)", when, fresh.age or "—")
+        if not fresh.warn:
+            return format_html(
+                '<span class="console-badge ok">connected</span> as of {} ({} ago)', when, fresh.age
+            )
+        why = fresh.error or (
+            f"Nothing has come from the cluster for {fresh.age}: check its sync and the watcher."
+            if fresh.stale
+            else "The cluster has not been synced yet."
+        )
+        return format_html(
+            '<strong id="stale-banner" class="portal-warning">This page may not show the node '
+            "as it is now.</strong> {} Data as of {}{}.",
+            why,
+            when,
+            f" ({fresh.age} ago)" if fresh.age else "",
         )
 
     @admin.display(description="pods on this node")

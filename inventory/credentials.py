@@ -160,6 +160,19 @@ def _first_line(exc: BaseException) -> str:
 # --- names in KUBECONFIG_DIR ----------------------------------------------------------------
 
 
+def available_names(limit: int = 50) -> list[str] | None:
+    """The names KUBECONFIG_DIR holds (files and token/CA directories, hidden entries such as a
+    mounted Secret's ``..data`` left out), sorted; None when the directory cannot be read."""
+    try:
+        directory = _directory()
+        names = sorted(
+            entry.name for entry in directory.iterdir() if not entry.name.startswith(".")
+        )
+    except (_Refusal, OSError):
+        return None
+    return names[:limit]
+
+
 def _directory() -> Path:
     try:
         return Path(settings.KUBECONFIG_DIR).resolve(strict=True)

@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 
 from core.errors import ContentError
+from inventory.credentials import available_names
 from inventory.models import Cluster
 from inventory.services import CLUSTER_FIELDS, clean_cluster
 
@@ -72,7 +73,23 @@ class ClusterForm(forms.ModelForm):
             clean_cluster(data)
         except ContentError as exc:
             add_content_errors(self, exc)
+        self._check_kubeconfig_exists(cleaned.get("kubeconfig_path") or "")
         return cleaned
+
+    def _check_kubeconfig_exists(self, name: str) -> None:
+        """A name that is not in KUBECONFIG_DIR is refused here, with the names that are (the
+        API takes a name before its file is provisioned; a person saving a form has a typo)."""
+        if not name or "kubeconfig_path" in self.errors:
+            return
+        names = available_names()
+        if names is None or name in names:
+            return
+        held = ", ".join(names) if names else "nothing yet"
+        self.add_error(
+            "kubeconfig_path",
+            f"No kubeconfig named {name!r} in KUBECONFIG_DIR. It holds: {held}. Pick one of "
+            "those, or have the operator provision the file first.",
+        )
 
     def _get_validation_exclusions(self) -> set[str]:
         # The service moves the default flag off the old default cluster in the same

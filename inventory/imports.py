@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import limits
-from core.api.formats import yaml_load
+from core.api.formats import yaml_error_text, yaml_load
 from core.audit import audit_record
 from core.errors import ContentError
 from core.models import AuditAction
@@ -43,7 +43,7 @@ def parse_node_list(document: bytes | str | Mapping[str, Any]) -> list[Any]:
                 data = yaml_load(raw)
             except yaml.YAMLError as exc:
                 raise ContentError(
-                    {"document": [f"Neither valid JSON nor valid YAML: {exc}".splitlines()[0]]}
+                    {"document": [f"Neither valid JSON nor valid YAML, {yaml_error_text(exc)}."]}
                 ) from None
     depth_problem = limits.nesting_depth_error(data)
     if depth_problem:

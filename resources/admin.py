@@ -10,6 +10,10 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from core.errors import ContentError
+from engine.assignment_checks import assignment_warnings
+from engine.assignments import node_selector_from_dict
+from engine.errors import EngineValidationError
+from inventory.models import Node
 from resources.models import ManagedResource, ManagedResourceVersion, Reservation
 from resources.services import (
     managed_resource_create,
@@ -20,12 +24,22 @@ from resources.validation import clean_managed_resource
 
 
 class ManagedResourceForm(forms.ModelForm):
+    # The label editors' typo hold (engine.assignment_checks): a selector naming a label no
+    # node of the cluster carries, or matching no node, is held until this is ticked.
+    confirm_warnings = forms.BooleanField(
+        required=False,
+        label="Save anyway: I have read the warnings",
+        help_text="A node selector that names a label no node carries, or that matches no node, "
+        "is held until this is ticked.",
+    )
+
     class Meta:
         model = ManagedResource
         fields = ["cluster", "name", "description", "node_selector", "capacity", "capacity_label"]
         help_texts = {
-            "node_selector": '{"node_names": ["gpu-*"], "match_expressions": [...]}; '
-            "empty: every node.",
+            "node_selector": 'JSON: {"node_names": ["gpu-*"], "match_expressions": [{"key": '
+            '"nvidia.com/gpu.product", "operator": "In", "values": ["A100-SXM4-40GB"]}]}; '
+            "empty: every node. Keys are checked against the cluster's node labels.",
             "capacity": "A whole quantity every selected node has; empty: only the label.",
             "capacity_label": "A node label whose value is the node's quantity (wins).",
         }
@@ -52,7 +66,35 @@ class ManagedResourceForm(forms.ModelForm):
                 field = key.split(".")[0]
                 errors.setdefault(field if field in self.fields else "__all__", []).extend(messages)
             raise ValidationError(errors) from None
+        warnings = self.selector_warnings()
+        if warnings and not cleaned.get("confirm_warnings"):
+            raise ValidationError(
+                {
+                    "node_selector": [
+                        *warnings,
+                        "Not saved yet: fix the selector, or tick “Save anyway” and save again.",
+                    ]
+                }
+            )
         return cleaned
+
+    def selector_warnings(self) -> list[str]:
+        """The label editors' checks of the node selector over the cluster's nodes (observed
+        labels): a key no node carries (with the nearest one), a value none has, no match."""
+        cluster = self.cleaned_data.get("cluster")
+        raw = self.cleaned_data.get("node_selector") or {}
+        if cluster is None or not raw:
+            return []
+        try:
+            selector = node_selector_from_dict(dict(raw), path="node_selector")
+        except EngineValidationError:
+            return []  # reported by the validation above
+        nodes = [
+            (name, labels or {})
+            for name, labels in Node.objects.filter(cluster=cluster).values_list("name", "labels")
+        ]
+        found = assignment_warnings(selector, nodes, where=f" of cluster {cluster.name}")
+        return [warning.message for warning in found]
 
 
 @admin.register(ManagedResource)
@@ -116,7 +158,6 @@ from django.template.loader import render_to_string  # noqa: E402
 from django.utils.safestring import SafeString  # noqa: E402
 
 from inventory.admin import NodeAdmin  # noqa: E402
-from inventory.models import Node  # noqa: E402
 from resources.accounting import usage  # noqa: E402
 
 

@@ -55,6 +55,16 @@ def yaml_load(text: str | bytes) -> Any:
     return yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader subclass: safe
 
 
+def yaml_error_text(exc: yaml.YAMLError) -> str:
+    """A YAML error as people read it: "line 3, column 7: mapping values are not allowed
+    here" (1-based, where the parser stopped), or the first line of its message."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    if mark is None:
+        return str(problem)
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
 class YAMLParser(BaseParser):
     """``application/yaml`` (and the older ``application/x-yaml``, ``text/yaml``) bodies."""
 
@@ -68,7 +78,7 @@ class YAMLParser(BaseParser):
         try:
             document = yaml_load(data)
         except yaml.YAMLError as exc:
-            raise ParseError(f"YAML parse error - {str(exc).splitlines()[0]}") from None
+            raise ParseError(f"YAML parse error - {yaml_error_text(exc)}") from None
         return check_text(document)
 
 

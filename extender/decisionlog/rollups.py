@@ -156,9 +156,16 @@ def traffic(now: datetime, hours: int = 24) -> dict[str, Any]:
     )
     hourly: dict[datetime, list[int]] = {start + timedelta(hours=i): [0, 0] for i in range(hours)}
     calls_hour = calls_day = filters_day = refused_day = 0
+    # Per verb: the own scheduler's attempts (``schedule``) are not extender calls.
+    calls_by_verb: Counter[str] = Counter()
+    refused_by_verb: Counter[str] = Counter()
     for row in rows:
         hour = row["hour"].astimezone(UTC)
         bucket = hourly.get(hour)
+        if row["kind"] == CALL:
+            calls_by_verb[row["verb"]] += row["total"]
+        else:
+            refused_by_verb[row["verb"]] += row["total"]
         if row["kind"] == CALL:
             calls_day += row["total"]
             filters_day += row["total"] if row["verb"] == "filter" else 0
@@ -183,6 +190,8 @@ def traffic(now: datetime, hours: int = 24) -> dict[str, Any]:
             "filters_day": filters_day,
             "refused_day": refused_day,
         },
+        "calls_by_verb": dict(calls_by_verb),
+        "refused_by_verb": dict(refused_by_verb),
         "hourly": sorted(hourly.items()),
         "top_rules": [
             (f"{r['policy']}/{r['rule']}" if r["policy"] else r["rule"], r["total"]) for r in top

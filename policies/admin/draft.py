@@ -43,6 +43,13 @@ def draft_content(draft: dict | None, formsets: list[BaseFormSet]) -> dict[str, 
     return content
 
 
+def pod_consequences(report: dict[str, Any]) -> tuple[int, int]:
+    """Running pods a save would make break a rule, and Pending pods it would leave without a
+    node, summed over the clusters of the report (``engine.PodImpact``)."""
+    pods = [c["pods"] for c in report.get("clusters", []) if c.get("pods")]
+    return sum(p["new_violations"] for p in pods), sum(p["new_held"] for p in pods)
+
+
 def draft_report(content: dict[str, Any], saved: Policy | None) -> dict[str, Any]:
     """Impact, warnings and (for an existing policy) the diff from its saved content."""
     try:
@@ -50,6 +57,7 @@ def draft_report(content: dict[str, Any], saved: Policy | None) -> dict[str, Any
     except ContentError as exc:
         # E.g. a cluster the snapshot does not know yet: say so instead of failing the page.
         return {"clusters": [], "warnings": [], "problem": str(exc)}
+    report["pods_affected"] = any(pod_consequences(report))
     if saved is not None and saved.pk:
         # Read again: the form has already copied the edited fields onto ``saved``.
         stored = Policy.objects.filter(pk=saved.pk).first()
@@ -87,12 +95,19 @@ class DraftCheck:
             return False
         warnings = self.report["warnings"]
         broken = self.report.get("broken_expectations") or []
-        if (warnings or broken) and not self.request.POST.get(CONFIRM_FIELD):
+        violations, held = pod_consequences(self.report)
+        if (warnings or broken or violations or held) and not self.request.POST.get(CONFIRM_FIELD):
             parts = []
             if warnings:
                 parts.append(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
             if broken:
                 parts.append(f"breaks {len(broken)} expectation{'s' if len(broken) != 1 else ''}")
+            if violations:
+                parts.append(
+                    f"makes {violations} running pod{'s' if violations != 1 else ''} break a rule"
+                )
+            if held:
+                parts.append(f"leaves {held} Pending pod{'s' if held != 1 else ''} no node")
             self._errors = ErrorList(
                 [
                     f"Not saved yet: this change has {' and '.join(parts)}. Read the impact "

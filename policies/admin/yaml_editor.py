@@ -17,7 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from core.api.formats import yaml_dump, yaml_load
+from core.api.formats import yaml_dump, yaml_error_text, yaml_load
 from core.errors import ContentError, ExpectationsBroken, VersionConflict
 from core.limits import MAX_DOCUMENT_BYTES, MAX_NOTE_CHARS
 from policies.admin.draft import CONFIRM_FIELD, PREVIEW_BUTTON, draft_report
@@ -47,7 +47,11 @@ def yaml_view(modeladmin: Any, request: HttpRequest, object_id: str) -> HttpResp
         content = _read(text, errors)
         if content is not None:
             report = draft_report(content, policy)
-            problems = report["warnings"] or report.get("broken_expectations")
+            problems = (
+                report["warnings"]
+                or report.get("broken_expectations")
+                or report.get("pods_affected")
+            )
             confirmed = bool(request.POST.get(CONFIRM_FIELD))
             if PREVIEW_BUTTON not in request.POST and (confirmed or not problems):
                 done = _save(modeladmin, request, policy, content, note, confirmed, errors)
@@ -82,7 +86,7 @@ def _read(text: str, errors: list[str]) -> dict | None:
     try:
         data = yaml_load(text)
     except yaml.YAMLError as exc:
-        errors.append(f"Not valid YAML: {str(exc).splitlines()[0]}")
+        errors.append(f"Not valid YAML, {yaml_error_text(exc)}.")
         return None
     try:
         return clean_policy(data)

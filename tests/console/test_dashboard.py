@@ -86,7 +86,7 @@ def test_the_landing_page_answers_the_operator_questions(admin_client: Client) -
     assert "enforce" in html
     assert "create policy" in html or "create</" in html
     # Traffic: pods refused everywhere (every third of 30), linked to those decisions.
-    assert "<strong>10</strong> filter calls left a pod 0 nodes" in html
+    assert "<strong>10</strong> extender <code>filter</code> calls left a pod 0 nodes" in html
     assert "outcome=no-nodes" in html
     assert "ml-on-gpu/ml pods need an A100 node" in html
     assert "<svg" in html
@@ -103,7 +103,7 @@ def test_a_typo_in_a_label_key_is_a_problem_until_fixed(admin_client: Client) ->
     policy_update(actor=None, policy=Policy.objects.get(name="payments-gpu"), data=fixed)
     html = admin_client.get("/admin/").content.decode()
     assert "is on no node" not in html
-    assert "No problems" in html
+    assert "Policy payments-gpu" not in html
 
 
 ASSIGNMENT_TYPO = {
@@ -122,7 +122,6 @@ def test_a_label_assignment_that_labels_nothing_is_a_problem(admin_client: Clien
     demo_seed()
     label_assignment_create(actor=None, data=ASSIGNMENT_TYPO, force=True)
     html = admin_client.get("/admin/").content.decode()
-    assert "No problems" not in html
     assert (
         "Label assignment spot-pool: No node of cluster demo carries the label "
         "karpenter.sh/capacity-typ; did you mean karpenter.sh/capacity-type?"
@@ -138,7 +137,7 @@ def test_a_label_assignment_that_labels_nothing_is_a_problem(admin_client: Clien
     }
     assignment = LabelAssignment.objects.get(name="spot-pool")
     label_assignment_update(actor=None, assignment=assignment, data=fixed, force=True)
-    assert "No problems" in admin_client.get("/admin/").content.decode()
+    assert "Label assignment spot-pool" not in admin_client.get("/admin/").content.decode()
 
 
 def test_the_demo_records_its_import_as_an_upload_does(admin_client: Client) -> None:
@@ -160,7 +159,7 @@ def test_a_held_or_failing_sync_is_a_problem(admin_client: Client) -> None:
         sync_state=SyncState.HELD, sync_error="held: the list would remove all 4 nodes"
     )
     html = admin_client.get("/admin/").content.decode()
-    assert "Cluster prod: held: needs confirmation. held: the list would remove all 4" in html
+    assert "Cluster prod: held: needs confirmation. Held: the list would remove all 4" in html
 
 
 def test_the_outcome_filter_lists_pods_refused_everywhere(admin_client: Client) -> None:
@@ -282,3 +281,72 @@ def test_a_rule_sampling_would_hide_is_a_problem(admin_client: Client) -> None:
     licensed(30)
     assert "passes 30 of 1000" not in admin_client.get("/admin/").content.decode()
     forget()
+
+
+def test_held_pods_and_rule_breakers_are_problems_linked_to_their_pages(
+    admin_client: Client,
+) -> None:
+    demo_seed()
+    html = admin_client.get("/admin/").content.decode()
+    problems = html[html.index('id="problems-title"') : html.index('id="clusters-title"')]
+    assert "No problems" not in problems
+    assert "Cluster demo: 5 Pending pods held by the portal&#x27;s policies" in problems
+    assert '<a href="/admin/pending/?cluster=demo">see the Pending pods</a>' in problems
+    assert "Cluster demo: 1 running pod breaks a rule" in problems
+    assert '<a href="/admin/violations/?cluster=demo">see the pods that break a rule</a>' in (
+        problems
+    )
+
+
+def test_the_own_schedulers_attempts_are_not_counted_as_extender_calls(
+    admin_client: Client,
+) -> None:
+    demo_seed()
+    decisions(6)  # 2 of 6 extender filter calls leave 0 nodes
+    now = timezone.now().timestamp()
+    store.write_batch(
+        [
+            (
+                now,
+                CallRecord(
+                    verb="schedule",
+                    cluster="demo",
+                    mode="names",
+                    pod_namespace="ml",
+                    pod_name=f"s{i}",
+                    pod_uid=f"s{i}",
+                    nodes_in=3,
+                    nodes_out=0,
+                    duration_seconds=0.001,
+                    snapshot_revision=1,
+                    rejected=[("n1", "ml-on-gpu/ml pods need an A100 node")],
+                ),
+            )
+            for i in range(4)
+        ]
+    )
+    html = admin_client.get("/admin/").content.decode()
+    assert "<strong>6</strong> extender calls" in html
+    assert "<strong>2</strong> extender <code>filter</code> calls left a pod 0 nodes" in html
+    assert "<strong>4</strong> of the own scheduler's 4 attempts found no node" in html
+    assert "outcome=no-nodes&amp;verb=schedule" in html
+
+
+def test_a_sync_error_is_a_sentence_that_says_what_to_do(admin_client: Client) -> None:
+    from inventory import sync_status
+    from tests.factories import make_cluster
+
+    cluster = make_cluster("prod")
+    sync_status.failed(
+        cluster.pk,
+        "cannot reach the API server: HTTPSConnectionPool(host='10.0.0.1', port=6443): Max "
+        "retries exceeded with url: /api/v1/nodes?limit=500 (Caused by NewConnectionError("
+        "'<urllib3.connection.HTTPSConnection object at 0x7f>: Failed to establish a new "
+        "connection: [Errno 111] Connection refused'))",
+    )
+    html = admin_client.get("/admin/").content.decode()
+    assert (
+        "The portal cannot reach the cluster&#x27;s API server. Check that it is running and "
+        "that the kubeconfig&#x27;s server address is right" in html
+    )
+    assert "HTTPSConnectionPool" not in html

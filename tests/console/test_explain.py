@@ -58,7 +58,13 @@ def test_a_pasted_manifest_wins_and_bad_input_is_named(admin_client: Client) -> 
     html = admin_client.get(f"/admin/explain/?{query}").content.decode()
     assert summary_counts(html)[0] == 3  # the ml pod: only A100 nodes
     bad = admin_client.get("/admin/explain/?cluster=demo&manifest=a%3A+%5B").content.decode()
-    assert "manifest: Not a YAML or JSON Pod" in bad
+    assert "manifest: Not a YAML Pod, line 1, column 5: expected the node content" in bad
+    query = urlencode({"cluster": "demo", "manifest": "metadata:\n  name: p: q\n"})
+    bad = admin_client.get(f"/admin/explain/?{query}").content.decode()
+    assert "Not a YAML Pod, line 2, column 10: mapping values are not allowed here." in bad
+    query = urlencode({"cluster": "demo", "manifest": '{"metadata": }'})
+    bad = admin_client.get(f"/admin/explain/?{query}").content.decode()
+    assert "Not a JSON Pod, line 1, column 14" in bad
     missing = admin_client.get("/admin/explain/?cluster=nope&namespace=ml").content.decode()
     assert "No cluster named" in missing
 

@@ -190,3 +190,81 @@ def test_required_node_affinity_is_judged_on_the_labels_nodes_carry(admin_client
     assert "required node affinity: no term matches (kubernetes.io/arch In [arm64])" in scheduler
     # 15 arm64 nodes fit kube-scheduler (their rows say so), though the portal rejects them.
     assert html.count('<span class="verdict-pass">fits</span>') == 15
+
+
+def stored_pod(name: str, spec: dict) -> None:
+    from inventory.models import Cluster
+    from inventory.pod_records import pod_record
+    from inventory.pod_services import pods_apply
+
+    pod = {
+        "metadata": {"namespace": "ml", "name": name, "labels": {"app": "trainer"}},
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+    record = pod_record(pod)
+    assert record is not None
+    pods_apply(cluster=Cluster.objects.get(name="demo"), records=[record])
+
+
+def test_a_pod_from_the_inventory_is_judged_as_stored(admin_client: Client) -> None:
+    """The Pending page's explain link judges the pod's own requests (init containers and
+    overhead counted), tolerations and selection, not only its labels."""
+    stored_pod(
+        "big-0",
+        {
+            "tolerations": [GPU_TOLERATION],
+            "overhead": {"cpu": "1"},
+            "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "96"}}}],
+            "containers": [{"name": "m", "resources": {"requests": {"cpu": "2"}}}],
+        },
+    )
+    pending = admin_client.get("/admin/pending/?cluster=demo").content.decode()
+    link = re.search(r'href="(/admin/explain/\?[^"]*name=big-0[^"]*)"', pending)
+    assert link is not None
+    html = admin_client.get(link.group(1).replace("&amp;", "&")).content.decode()
+    # The portal's verdict is its own: the 3 A100 nodes pass its policies.
+    assert "<strong>3</strong> of <strong>60</strong> nodes pass" in section(html, "summary-title")
+    scheduler = section(html, "explain-scheduler")
+    assert "kube-scheduler would also reject: 3 Insufficient cpu" in scheduler
+    assert "Together: no node would take this pod" in scheduler
+    assert "The pod requests cpu 97" in scheduler
+    assert "as stored in the inventory" in scheduler
+    assert "This pod has no spec" not in scheduler
+
+
+def test_a_stored_pod_that_is_gone_is_said_so(admin_client: Client) -> None:
+    html = explain(admin_client, namespace="ml", name="nobody", stored="1")
+    assert "No pod ml/nobody in the inventory of cluster demo" in html
+
+
+def test_the_api_explains_a_stored_pod_apart_from_the_portals_verdict(admin_client: Client) -> None:
+    stored_pod(
+        "big-1",
+        {
+            "tolerations": [GPU_TOLERATION],
+            "overhead": {"cpu": "1"},
+            "initContainers": [{"name": "init", "resources": {"requests": {"cpu": "96"}}}],
+            "containers": [{"name": "m", "resources": {"requests": {"cpu": "2"}}}],
+        },
+    )
+    response = admin_client.get("/api/v1/clusters/demo/pods/ml/big-1/explain/")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["portal"]["passed"] == 3
+    assert body["kube_scheduler"]["also_rejects"] == 3
+    assert body["kube_scheduler"]["landing"] == 0
+    assert body["kube_scheduler"]["requests"] == {"cpu": "97"}
+    assert body["kube_scheduler"]["message"].startswith("0/60 nodes are available:")
+    assert body["kube_scheduler"]["reasons"][0]["reason"] == "Insufficient cpu"
+    gone = admin_client.get("/api/v1/clusters/demo/pods/ml/nobody/explain/")
+    assert gone.status_code == 404
+    assert "No pod ml/nobody in the inventory of cluster demo" in gone.json()["detail"]
+    assert admin_client.get("/api/v1/clusters/nope/pods/ml/x/explain/").status_code == 404
+
+
+def test_a_nul_in_a_stored_pods_name_is_refused_before_any_query(admin_client: Client) -> None:
+    html = explain(admin_client, namespace="ml", name="a\x00b", stored="1")
+    assert "Must not contain NUL characters." in html
+    response = admin_client.get("/api/v1/clusters/demo/pods/ml/a%00b/explain/")
+    assert response.status_code == 400

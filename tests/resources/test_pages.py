@@ -27,8 +27,9 @@ def test_console_page_shows_a_bar_per_node(cluster: Any, admin_client: Any) -> N
     assert page.status_code == 200
     html = page.content.decode()
     assert "example.com/license: 2 of 4 allocated" in html
-    assert 'max="3" value="2"' in html  # lic-1's bar
-    assert 'max="1" value="0"' in html  # lic-2's
+    assert 'aria-label="example.com/license on lic-1: 2 of 3"' in html  # lic-1's bar
+    assert 'aria-label="example.com/license on lic-2: 0 of 1"' in html  # lic-2's
+    assert "over capacity" not in html
     assert "ml/a (2)" in html
     one = admin_client.get("/admin/managed-resources/", {"cluster": "prod", "node": "lic-2"})
     assert "ml/a" not in one.content.decode()
@@ -50,7 +51,54 @@ def test_node_page_shows_its_managed_resources(cluster: Any, admin_client: Any) 
     node = Node.objects.get(cluster=cluster, name="lic-1")
     html = admin_client.get(f"/admin/inventory/node/{node.pk}/change/").content.decode()
     assert "Managed resources" in html
-    assert 'max="3" value="2"' in html
+    assert 'aria-label="example.com/license on lic-1: 2 of 3"' in html
     plain = Node.objects.get(cluster=cluster, name="plain-1")
     html = admin_client.get(f"/admin/inventory/node/{plain.pk}/change/").content.decode()
     assert "No managed resource on this node." in html
+
+
+def test_a_node_over_capacity_is_red_and_a_dashboard_problem(
+    cluster: Any, admin_client: Any
+) -> None:
+    """More allocated than the node has (a capacity lowered under running pods): the bar is
+    red, the free column says so, and the dashboard lists it until it is fixed."""
+    apply_pods(cluster, [pod_object("b", node="lic-2", licenses=2)])
+    html = admin_client.get("/admin/managed-resources/", {"cluster": "prod"}).content.decode()
+    assert '<tr class="managed-over">' in html
+    assert 'class="managed-bar over"' in html
+    assert 'aria-label="example.com/license on lic-2: 2 of 1, over capacity"' in html
+    assert "-1: over capacity" in html
+    dashboard = admin_client.get("/admin/").content.decode()
+    assert (
+        "Managed resource example.com/license of cluster prod: node lic-2 has 2 allocated of 1 "
+        "(1 over capacity)." in dashboard
+    )
+    assert "/admin/managed-resources/?cluster=prod&amp;node=lic-2" in dashboard
+
+
+def test_a_selector_key_no_node_carries_is_held_before_save(
+    cluster: Any, admin_client: Any
+) -> None:
+    """The managed resource's node selector gets the label editors' typo hold."""
+    from resources.models import ManagedResource
+
+    url = "/admin/resources/managedresource/add/"
+    data = {
+        "cluster": str(cluster.pk),
+        "name": "example.com/seat",
+        "description": "",
+        "node_selector": '{"match_expressions": [{"key": "example.com/licence", '
+        '"operator": "Exists"}]}',
+        "capacity": "2",
+        "capacity_label": "",
+    }
+    held = admin_client.post(url, data)
+    assert held.status_code == 200
+    page = held.content.decode()
+    assert "No node of cluster prod carries the label example.com/licence" in page
+    assert "did you mean example.com/licenses?" in page
+    assert "Save anyway" in page
+    assert not ManagedResource.objects.filter(name="example.com/seat").exists()
+    saved = admin_client.post(url, {**data, "confirm_warnings": "on"})
+    assert saved.status_code == 302
+    assert ManagedResource.objects.filter(name="example.com/seat").exists()

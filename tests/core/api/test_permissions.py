@@ -80,6 +80,8 @@ ROUTES = [
     Route("GET", "/api/v1/clusters/prod/pods/", 200),
     Route("GET", "/api/v1/clusters/prod/pending/", 200),
     Route("GET", "/api/v1/clusters/prod/violations/", 200),
+    # the world has no pod: the explanation of one says so (a 404 past authentication)
+    Route("GET", "/api/v1/clusters/prod/pods/ml/train-0/explain/", 404),
     # label assignments
     Route("GET", "/api/v1/label-assignments/", 200),
     Route("POST", "/api/v1/label-assignments/", 201, WRITE, assignment_data("other")),
@@ -175,6 +177,10 @@ def test_every_api_route_is_in_the_matrix():
             "/clusters/{name}/nodes/{name}/", "/clusters/{cluster_name}/nodes/{node}/"
         )
         path = path.replace("/clusters/{name}/nodes/", "/clusters/{cluster_name}/nodes/")
+        path = path.replace(
+            "/clusters/{name}/pods/ml/train-0/explain/",
+            "/clusters/{cluster_name}/pods/{namespace}/{name}/explain/",
+        )
         for nested in ("pods", "pending", "violations"):
             path = path.replace(
                 f"/clusters/{{name}}/{nested}/", f"/clusters/{{cluster_name}}/{nested}/"

@@ -282,7 +282,7 @@ def test_yaml_with_a_typo_is_held_until_confirmed(
 @pytest.mark.parametrize(
     ("document", "message"),
     [
-        ("a: [", "Not valid YAML"),
+        ("a: [", "Not valid YAML, line 1, column 5: expected the node content"),
         ("base: &b {x: 1}\nother: *b\n", "Not valid YAML"),
         ("name: gpu-only\nfilter_rules: 3\n", "filter_rules"),
     ],
@@ -317,3 +317,45 @@ def test_a_policy_reaching_a_protected_namespace_is_held_until_confirmed(
     assert not Policy.objects.filter(name="payments-gpu").exists()
     confirmed = admin_client.post(admin_url(Policy, "add"), {**data, "confirm_warnings": "1"})
     assert confirmed.status_code == 302
+
+
+def test_a_save_that_breaks_running_pods_or_holds_pending_ones_is_confirmed_first(
+    admin_client: Client,
+) -> None:
+    """The demo's ml pods: a rule keeping them off A100 nodes would make the 3 training pods
+    running there break it and leave the 3 Pending fine-tuning pods no node."""
+    from policies.compile import forget
+    from portal.demo import demo_seed
+
+    forget()
+    demo_seed()
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update(name="ml-off-a100", mode="enforce", enabled="on", namespaces="ml")
+    set_rows(
+        data,
+        "filter_rules",
+        [
+            {
+                "kind": "label",
+                "key": "nvidia.com/gpu.product",
+                "operator": "NotIn",
+                "values": '["A100-SXM4-40GB"]',
+            }
+        ],
+    )
+    held = admin_client.post(admin_url(Policy, "add"), data)
+    assert held.status_code == 200
+    page = held.content.decode()
+    assert "makes 3 running pods break a rule" in page
+    assert "leaves 3 Pending pods no node" in page
+    assert "Saving makes 3 running pods break a rule" in page
+    assert "ml/train-" in page
+    assert " on demo-gpu-a100-" in page
+    assert "Saving leaves 3 Pending pods with no node" in page
+    assert "ml/finetune-" in page
+    assert 'name="confirm_warnings"' in page
+    assert not Policy.objects.filter(name="ml-off-a100").exists()
+    confirmed = admin_client.post(admin_url(Policy, "add"), {**data, "confirm_warnings": "1"})
+    assert confirmed.status_code == 302
+    assert Policy.objects.filter(name="ml-off-a100").exists()
+    forget()

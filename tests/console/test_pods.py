@@ -212,7 +212,7 @@ def test_pages_say_how_current_they_are_and_evict_waits_for_the_api(
     from inventory.pod_services import pod_inventory_listed
 
     pod_inventory_listed(cluster, resource_version="1", seen=1)
-    editor = client_for("editor")
+    editor = client_for("editor", "evictor")
     html = editor.get("/admin/violations/?cluster=prod").content.decode()
     assert '<span class="console-badge ok">connected</span> Data as of' in html
     assert "stale-banner" not in html

@@ -1,0 +1,32 @@
+"""The real control plane, once per test session (tests/support/control_plane.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.control_plane import ControlPlane, start_control_plane
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """etcd and kube-apiserver for the whole session; skips without KUBEBUILDER_ASSETS."""
+    yield from start_control_plane()
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane) -> str:
+    """A fresh namespace (with its default ServiceAccount) for this test."""
+    return control_plane.new_namespace()
+
+
+@pytest.fixture
+def kubeconfig_dir(settings: Any, tmp_path: Path) -> Path:
+    """KUBECONFIG_DIR for this test, where the portal's kubeconfig goes."""
+    directory = tmp_path / "kubeconfigs"
+    directory.mkdir()
+    settings.KUBECONFIG_DIR = directory
+    return directory

@@ -10,6 +10,8 @@ import pytest
 
 from tests.support.control_plane import ControlPlane, start_control_plane
 
+from .support import PortalProcesses
+
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[ControlPlane]:
@@ -30,3 +32,25 @@ def kubeconfig_dir(settings: Any, tmp_path: Path) -> Path:
     directory.mkdir()
     settings.KUBECONFIG_DIR = directory
     return directory
+
+
+@pytest.fixture
+def portal(tmp_path: Path, kubeconfig_dir: Path) -> Iterator[PortalProcesses]:
+    """The portal's real processes (PostgreSQL only: they share the test database)."""
+    processes = PortalProcesses(tmp_path / "portal", kubeconfig_dir)
+    yield processes
+    processes.stop()
+
+
+@pytest.fixture
+def portal_kubeconfig(control_plane: ControlPlane, kubeconfig_dir: Path) -> Path:
+    """The portal's ServiceAccount (RBAC of deploy/kubernetes/base/) as KUBECONFIG_DIR/real."""
+    return control_plane.portal_kubeconfig(kubeconfig_dir, "real")
+
+
+@pytest.fixture
+def node_names(control_plane: ControlPlane) -> Iterator[list[str]]:
+    """Names of the nodes a test creates (nodes are cluster-wide): deleted at teardown."""
+    names: list[str] = []
+    yield names
+    control_plane.delete_nodes(names)

@@ -77,3 +77,15 @@ def test_a_refused_configuration_is_seen(control_plane: ControlPlane) -> None:
     finally:
         scheduler.stop()
     assert "found 2 extenders implementing bind" in log
+
+
+def test_an_extender_costs_kube_scheduler_its_batching(control_plane: ControlPlane) -> None:
+    """kube-scheduler 1.36 turns opportunistic batching (pod signatures) off for a profile when
+    extenders are configured (docs/own-scheduler.md, "Four ways")."""
+    plain = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+    with control_plane.running_scheduler(plain, name="batching") as scheduler:
+        assert "Disabling signatures" not in scheduler.log(1_000_000)
+    config = configuration(cluster_of("plain"), "extender")
+    with control_plane.running_scheduler(config, name="no-batching") as scheduler:
+        log = scheduler.log(1_000_000)
+    assert "Disabling signatures for profile because it has extenders configured" in log

@@ -1,5 +1,5 @@
 """A real Kubernetes control plane on loopback for tests: etcd, kube-apiserver and, when a test
-asks, kube-scheduler (docs/testing.md, "A real control plane").
+asks, kube-scheduler (README, "Tested against a real control plane").
 
 The binaries come from the directory ``KUBEBUILDER_ASSETS`` names (envtest's convention):
 ``etcd``, ``kube-apiserver`` and ``kube-scheduler``. Without it, :func:`assets_or_skip` skips
@@ -427,10 +427,10 @@ class ControlPlane:
         items = self.core.list_namespaced_pod(namespace).items
         return {p.metadata.name: p.spec.node_name or "" for p in items}
 
-    def events(self, namespace: str, reason: str) -> list[str]:
-        """Messages of the namespace's core/v1 events with ``reason``."""
+    def events(self, namespace: str, reason: str) -> list[tuple[str, str]]:
+        """(object name, message) of the namespace's core/v1 events with ``reason``."""
         items = self.core.list_namespaced_event(namespace).items
-        return [e.message or "" for e in items if e.reason == reason]
+        return [(e.involved_object.name, e.message or "") for e in items if e.reason == reason]
 
     def apply_rbac(self, documents: list[dict[str, Any]]) -> None:
         """Create RBAC objects (ClusterRole, ClusterRoleBinding, Role, RoleBinding)."""

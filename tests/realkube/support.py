@@ -92,7 +92,12 @@ class PortalProcesses:
     def extender(self, **env: str) -> ExtenderServer:
         server = ExtenderServer(env={**self.env, **env}, workdir=self.workdir / "extender")
         self.started.append(server)
-        server.wait_until_serving()
+        if env.get("EXTENDER_TLS_CERT_FILE"):
+            server.wait_until(
+                lambda: "extender listening on https://" in server.log(), 60, "the extender"
+            )
+        else:
+            server.wait_until_serving()
         return server
 
     def watcher(self, cluster: str) -> Process:

@@ -336,6 +336,15 @@ class ControlPlane:
         path.write_text(yaml.safe_dump(kubeconfig(self.url, self.ca_pem, token, user)))
         return path
 
+    def serving_certificate(self, name: str) -> tuple[Path, Path]:
+        """A serving certificate for 127.0.0.1 signed by the control plane's CA: (the chain
+        file, leaf then CA; the key file), for a webhook kube-apiserver calls."""
+        pki = self.dir / "pki"
+        make_certificate(pki, "ca", name, "subjectAltName=IP:127.0.0.1,DNS:localhost")
+        chain = pki / f"{name}-chain.crt"
+        chain.write_bytes((pki / f"{name}.crt").read_bytes() + self.ca_pem)
+        return chain, pki / f"{name}.key"
+
     # --- clients and objects --------------------------------------------------------------
 
     def api_client(self, token: str) -> client.ApiClient:

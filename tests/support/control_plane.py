@@ -413,7 +413,7 @@ class ControlPlane:
         labels: Mapping[str, str] | None = None,
         requests: Mapping[str, str] | None = None,
         scheduler_name: str = "",
-        priority: int | None = None,
+        priority_class: str = "",
     ) -> dict[str, Any]:
         resources: dict[str, Any] = {"requests": {"cpu": "10m", **(requests or {})}}
         extended = {k: v for k, v in (requests or {}).items() if "/" in k}
@@ -425,11 +425,16 @@ class ControlPlane:
         }
         if scheduler_name:
             spec["schedulerName"] = scheduler_name
-        if priority is not None:
-            spec["priority"] = priority
+        if priority_class:
+            spec["priorityClassName"] = priority_class
         body = {"metadata": {"name": name, "labels": dict(labels or {})}, "spec": spec}
         created = self.core.create_namespaced_pod(namespace, body)
         return dict(self.api.sanitize_for_serialization(created))
+
+    def bind(self, namespace: str, pod: str, node: str) -> None:
+        """Bind ``pod`` to ``node`` as a scheduler would (a Binding)."""
+        binding = {"metadata": {"name": pod}, "target": {"kind": "Node", "name": node}}
+        self.core.create_namespaced_binding(namespace, binding, _preload_content=False)
 
     def pods(self, namespace: str) -> dict[str, str]:
         """pod name -> its node ("" while Pending)."""

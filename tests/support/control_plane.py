@@ -114,7 +114,8 @@ class Process:
         return self.process.poll() is None
 
     def log(self, tail: int = 4000) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")[-tail:]
 
     def stop(self, timeout: float = 10) -> None:

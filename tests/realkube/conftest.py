@@ -20,9 +20,12 @@ def control_plane() -> Iterator[ControlPlane]:
 
 
 @pytest.fixture
-def namespace(control_plane: ControlPlane) -> str:
-    """A fresh namespace (with its default ServiceAccount) for this test."""
-    return control_plane.new_namespace()
+def namespace(control_plane: ControlPlane) -> Iterator[str]:
+    """A fresh namespace (with its default ServiceAccount) for this test; its pods are deleted
+    at teardown, so a later test's kube-scheduler never places one left Pending here."""
+    name = control_plane.new_namespace()
+    yield name
+    control_plane.delete_pods(name)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from inventory.models import Cluster, Node
 from tests.factories import make_policy
@@ -28,6 +29,17 @@ def pod_body(namespace: str, labels: dict[str, str] | None = None, **requests: s
         "metadata": {"name": "probe", "namespace": namespace, "labels": labels or {}},
         "spec": {"containers": [{"name": "c", "image": "x", "resources": resources}]},
     }
+
+
+def database_sessions() -> list[tuple[Any, ...]]:
+    """What the database's other sessions are doing (PostgreSQL), for a failure's message."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, state, wait_event_type, wait_event, pg_blocking_pids(pid), "
+            "left(query, 160) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+        return list(cursor.fetchall())
 
 
 def inventory_has(cluster: Cluster, names: list[str]) -> bool:
@@ -142,13 +154,14 @@ def test_a_managed_resource_is_bound_up_to_its_capacity(
             # The inventory confirms both bindings (the reservations are then released), and
             # still only two pods hold the node's two licenses.
             wait_for(
-                lambda: cluster.pods.filter(node_name=licensed).count() == 2,
+                lambda: cluster.pods.filter(namespace=namespace, node_name=licensed).count() == 2,
                 "the watcher's pod inventory",
                 60,
             )
         except AssertionError as exc:
             raise AssertionError(
                 f"{exc}\npods: {control_plane.pods(namespace)}\n"
+                f"sessions: {database_sessions()}\n"
                 f"events: {control_plane.events(namespace, 'FailedScheduling')}\n"
                 f"inventory: {list(cluster.pods.values_list('name', 'node_name', 'phase'))}\n"
                 f"watcher: {portal.watchers[0].log(3000)}\n"

@@ -432,6 +432,10 @@ class ControlPlane:
         created = self.core.create_namespaced_pod(namespace, body)
         return dict(self.api.sanitize_for_serialization(created))
 
+    def delete_pods(self, namespace: str) -> None:
+        """Delete the namespace's pods at once (no kubelet would finish a graceful delete)."""
+        self.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+
     def bind(self, namespace: str, pod: str, node: str) -> None:
         """Bind ``pod`` to ``node`` as a scheduler would (a Binding)."""
         binding = {"metadata": {"name": pod}, "target": {"kind": "Node", "name": node}}

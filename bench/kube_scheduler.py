@@ -27,6 +27,7 @@ import argparse
 import os
 import platform
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -211,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         if extender is not None:
             extender.stop()
         plane.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
     ratio = with_extender["rate"] / alone["rate"]
     print(f"\nwith the extender / alone: {ratio:.2f}x ({with_extender['rate']:.1f} vs "

@@ -338,6 +338,10 @@ def confirm_reservations(
     held = Reservation.objects.filter(cluster=cluster)
     if not held.exists():
         return
+    # The ledger lock first: a binder reads the bound pods and the reservations in two
+    # statements, and must not read between this pod write and the reservation's removal (it
+    # would count the pod neither way and bind past the capacity).
+    _lock_ledger(cluster)
     uids = list(bound_uids)
     for start in range(0, len(uids), 1000):
         held.filter(pod_uid__in=uids[start : start + 1000]).delete()

@@ -318,7 +318,9 @@ MANAGED_NOTE = (
     "them. The portal must be their binder (bindVerb): it reserves the amount on the node "
     "in its database, atomically across its replicas, before it creates the Binding, so two "
     "pods can never take the last unit; a Binding made by kube-scheduler itself would skip "
-    "that check. The second entry applies the policies to every pod."
+    "that check. The second entry applies the policies to every pod; it has no bindVerb, "
+    "since kube-scheduler allows one binder: it binds the pods requesting no managed resource "
+    "itself."
 )
 
 
@@ -380,7 +382,14 @@ def scheduler_configuration(
     if plugin_config:
         profile["pluginConfig"] = plugin_config
     config["profiles"] = [profile]
-    config["extenders"] = [extender_stanza(cluster_name, options)]
+    policies = extender_stanza(cluster_name, options)
+    config["extenders"] = [policies]
     if options.portal_managed:
-        config["extenders"].insert(0, managed_stanza(cluster_name, options))
+        managed = managed_stanza(cluster_name, options)
+        if "bindVerb" in managed:
+            # kube-scheduler refuses a configuration in which two extenders implement bind
+            # ("found 2 extenders implementing bind"): the managed entry is the binder, of the
+            # pods requesting a managed resource; kube-scheduler binds the others itself.
+            policies.pop("bindVerb", None)
+        config["extenders"].insert(0, managed)
     return config

@@ -230,3 +230,12 @@ def test_weight_kind_validates_its_fields() -> None:
             },
         )
     assert set(caught.value.errors) >= {"weight_rules[0].resource", "weight_rules[0].operator"}
+
+
+def test_generated_configuration_has_one_binder(cluster: Cluster, admin_client: Any) -> None:
+    """kube-scheduler refuses two extenders implementing bind (tests/realkube/test_bundles.py
+    shows it with the real one): the managed entry binds, the policies' entry does not."""
+    config = admin_client.get("/api/v1/clusters/prod/scheduler-config/", {"format": "json"})
+    binders = [e for e in config.json()["extenders"] if "bindVerb" in e]
+    assert len(binders) == 1
+    assert binders[0]["managedResources"][0]["ignoredByScheduler"] is True

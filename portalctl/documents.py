@@ -41,25 +41,6 @@ SECTIONS = {
     "policies": clean_policy,
     "expectations": clean_expectation,
 }
-# A cluster's settings as the API takes them (GET /clusters/{name}/ without its status).
-CLUSTER_FIELDS = frozenset(
-    {
-        "name",
-        "display_name",
-        "description",
-        "source",
-        "kubeconfig_path",
-        "kubeconfig_context",
-        "in_cluster",
-        "sync_enabled",
-        "sync_interval_seconds",
-        "unknown_node_action",
-        "is_default",
-        "bind_enabled",
-        "admission",
-        "admission_excluded_namespaces",
-    }
-)
 NODES_DIR = "nodes"
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -298,8 +279,9 @@ def _policy_set(document: Document, repo: Repository, problems: list[Problem]) -
 
 
 def _clusters(document: Document, entries: Any, repo: Repository, problems: list[Problem]) -> None:
-    """A document's clusters: their names and the settings the engine uses; the rest of a
-    cluster's settings is judged by the portal when the document is applied."""
+    """A document's clusters: their names and the settings the engine uses. The rest of a
+    cluster's settings (where its credentials are, sync) means nothing offline and is judged
+    by the portal when the document is applied."""
     if entries is None:
         return
     if not isinstance(entries, list):
@@ -310,11 +292,6 @@ def _clusters(document: Document, entries: Any, repo: Repository, problems: list
         if not isinstance(entry, Mapping):
             problems.append(_problem(document, prefix, "A cluster must be an object."))
             continue
-        unknown = [str(key) for key in entry if key not in CLUSTER_FIELDS]
-        for key in unknown:
-            problems.append(
-                _problem(document, f"{prefix}.{key}", "Unknown field (a cluster's settings only).")
-            )
         name = entry.get("name")
         if not isinstance(name, str) or not name:
             problems.append(_problem(document, f"{prefix}.name", "This field is required."))

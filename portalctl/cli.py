@@ -123,10 +123,9 @@ def _cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     repo = load_repository(args.dir)
     results = run_expectations(repo)
     report.write_outputs(results, junit_path=args.junit, json_path=args.json)
-    shown = [r for r in results if not r.ok] if args.quiet else results
     if not results:
         print('no expectations found (see docs/portalctl.md, "Repository layout")', file=err)
-    print(report.table(shown) if shown or not args.quiet else report.table([]), file=out)
+    print(report.table(results, only_failures=args.quiet), file=out)
     return OK if all(r.ok for r in results) else FAILED
 
 

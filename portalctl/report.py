@@ -29,10 +29,15 @@ def status(result: Result) -> str:
     return "PASS" if result.ok else "FAIL"
 
 
-def table(results: Sequence[Result]) -> str:
-    """One line per expectation and cluster, then the counts."""
+def table(results: Sequence[Result], *, only_failures: bool = False) -> str:
+    """One line per expectation and cluster (``only_failures``: per failing one), then the
+    counts of all."""
     rows = [("RESULT", "EXPECTATION", "CLUSTER", "MESSAGE")]
-    rows += [(status(r), r.name, r.cluster or "-", r.message) for r in results]
+    rows += [
+        (status(r), r.name, r.cluster or "-", r.message)
+        for r in results
+        if not (only_failures and (r.ok or r.skipped))
+    ]
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row[:3], widths, strict=True))

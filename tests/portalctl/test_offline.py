@@ -83,6 +83,22 @@ def test_a_folder_whose_expectations_all_pass_exits_0(folder: Path) -> None:
     assert "5 passed, 0 failed, 1 skipped" in out
 
 
+def test_quiet_lists_only_the_failures_and_counts_all() -> None:
+    code, out, _ = run("test", str(EXAMPLE), "--quiet")
+    assert code == 1
+    rows = [line.split()[1] for line in out.splitlines()[1:] if line.strip()][:-1]
+    assert rows == ["web-never-on-gpu"]
+    assert "5 passed, 1 failed, 1 skipped (7 in all)" in out
+
+
+def test_a_folder_without_expectations_passes_and_says_so(folder: Path) -> None:
+    (folder / "expectations" / "ml.yaml").unlink()
+    code, out, err = run("test", str(folder))
+    assert code == 0
+    assert "no expectations found" in err
+    assert "0 passed, 0 failed, 0 skipped (0 in all)" in out
+
+
 def test_a_policy_change_that_breaks_an_expectation_fails_the_build(folder: Path) -> None:
     policy = folder / "policies" / "gpu.yaml"
     policy.write_text(policy.read_text().replace("values: [A100]", "values: [H100]"))

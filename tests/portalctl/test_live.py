@@ -199,3 +199,13 @@ def test_without_a_token_or_with_a_wrong_one_nothing_is_sent(live_server, monkey
     code, _, err = run("export", "--url", live_server.url)
     assert code == 1
     assert "HTTP 401" in err
+
+
+def test_explain_of_a_bad_pod_is_bad_input_with_the_apis_message(url, tmp_path: Path) -> None:
+    assert run("apply", "--url", url, str(EXAMPLE))[0] == 0
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("metadata: {name: p, namespace: ml, labels: {'bad key!': x}}\n")
+    code, out, err = run("explain", str(pod), "--cluster", "prod", "--url", url)
+    assert (code, out) == (2, "")
+    assert "HTTP 400" in err
+    assert "  pod.metadata.labels[bad key!]: " in err

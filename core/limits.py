@@ -11,6 +11,18 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from engine.errors import join_path
+from engine.limits import (
+    MAX_DESCRIPTION_CHARS as MAX_DESCRIPTION_CHARS,
+)
+from engine.limits import (
+    MAX_LABELS_PER_ASSIGNMENT as MAX_LABELS_PER_ASSIGNMENT,
+)
+from engine.limits import (
+    MAX_RULES_PER_POLICY as MAX_RULES_PER_POLICY,
+)
+from engine.limits import (
+    MAX_VALUES_PER_RULE as MAX_VALUES_PER_RULE,
+)
 
 if TYPE_CHECKING:
     from django.db import models
@@ -21,12 +33,8 @@ MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 MAX_NODE_LIST_BYTES = 128 * 1024 * 1024
 # Levels of nested objects/lists (a policy needs about 6).
 MAX_DEPTH = 32
-MAX_RULES_PER_POLICY = 200
-MAX_VALUES_PER_RULE = 1000
-MAX_DESCRIPTION_CHARS = 10_000
 # A change note, kept with the version it made (PolicyVersion.note).
 MAX_NOTE_CHARS = 500
-MAX_LABELS_PER_ASSIGNMENT = 200
 MAX_NODE_NAMES_PER_SELECTOR = 1000
 
 

@@ -9,7 +9,7 @@ against the node's effective labels.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +17,8 @@ from engine.assignments import NodeSelector, node_selector_from_dict
 from engine.evaluate import evaluate_pod
 from engine.facts import NodeFacts
 from engine.pods import PodFacts
-from engine.policy import CompiledPolicy
+from engine.policy import CompiledPolicy, compile_policy
+from engine.snapshot import Snapshot
 
 CAN_LAND = "can_land"
 NEVER_LANDS = "never_lands"
@@ -146,3 +147,26 @@ def evaluate_expectation(
         f"{', '.join(outsiders[:3])} (not "
         f"{spec.selector_text}) score highest ({best:g}) for {what}",
     )
+
+
+def outcomes(
+    snapshot: Snapshot,
+    specs: Iterable[ExpectationSpec],
+    replace: Mapping[str, Mapping[str, Any] | None] | None = None,
+) -> list[Outcome]:
+    """Each expectation in each cluster it covers, with the snapshot's policies and, for each
+    name in ``replace``, that policy replaced by the given content (None: removed)."""
+    replace = replace or {}
+    drafts: list[CompiledPolicy] = [
+        compile_policy(content, version=0) for content in replace.values() if content is not None
+    ]
+    results = []
+    for spec in specs:
+        names = [spec.cluster] if spec.cluster else sorted(snapshot.clusters)
+        for name in names:
+            cluster = snapshot.clusters.get(name)
+            if cluster is None:
+                continue
+            policies = [p for p in cluster.policies if p.name not in replace] + drafts
+            results.append(evaluate_expectation(spec, policies, cluster.facts, cluster=name))
+    return results

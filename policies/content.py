@@ -34,7 +34,8 @@ class LabelAssignmentContent(TypedDict):
     labels: dict[str, str]
 
 
-# The top-level fields of each object, as the validators accept them.
+# The top-level fields of each object, as the validators accept them (engine.validation keeps
+# the same sets; tests/policies/test_validation.py checks they agree).
 POLICY_FIELDS = frozenset(PolicyContent.__annotations__)
 ASSIGNMENT_FIELDS = frozenset(LabelAssignmentContent.__annotations__)
 

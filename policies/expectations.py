@@ -22,12 +22,10 @@ from core.models import AuditAction
 from engine.errors import EngineValidationError
 from engine.expectations import (
     ExpectationSpec,
-    Outcome,
-    evaluate_expectation,
     expectation_spec,
+    outcomes,
 )
-from engine.policy import CompiledPolicy, compile_policy
-from engine.snapshot import Snapshot
+from engine.policy import compile_policy
 from policies.compile import current_snapshot
 from policies.models import Expectation
 from policies.queries import resolve_cluster
@@ -142,29 +140,6 @@ def _specs(rows: Iterable[Expectation]) -> list[ExpectationSpec]:
 
 def enabled_specs() -> list[ExpectationSpec]:
     return _specs(Expectation.objects.filter(enabled=True).select_related("cluster"))
-
-
-def outcomes(
-    snapshot: Snapshot,
-    specs: Iterable[ExpectationSpec],
-    replace: Mapping[str, dict[str, Any] | None] | None = None,
-) -> list[Outcome]:
-    """Each expectation in each cluster it covers, with the snapshot's policies and, for each
-    name in ``replace``, that policy replaced by the given content (None: removed)."""
-    replace = replace or {}
-    drafts: list[CompiledPolicy] = [
-        compile_policy(content, version=0) for content in replace.values() if content is not None
-    ]
-    results = []
-    for spec in specs:
-        names = [spec.cluster] if spec.cluster else sorted(snapshot.clusters)
-        for name in names:
-            cluster = snapshot.clusters.get(name)
-            if cluster is None:
-                continue
-            policies = [p for p in cluster.policies if p.name not in replace] + drafts
-            results.append(evaluate_expectation(spec, policies, cluster.facts, cluster=name))
-    return results
 
 
 def broken_by(replace: Mapping[str, dict[str, Any] | None]) -> list[dict[str, Any]]:

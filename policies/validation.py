@@ -1,382 +1,66 @@
-"""Validation and normalisation of policy and label-assignment content.
+"""Validation and normalisation of policy, label-assignment and expectation content.
 
 The admin forms, the REST API, ``apply`` and the services all call these functions, so a value
-is judged the same way wherever it comes from. Each returns the canonical content (only the fields
-a rule kind uses, defaults filled in) or raises :class:`ContentError` with a message per field
-path, e.g. ``filter_rules[2].values``.
+is judged the same way wherever it comes from. The rules themselves are pure and live in
+``engine.validation`` (the offline ``portalctl test`` runs them too, docs/portalctl.md); these
+wrappers raise :class:`ContentError` with a message per field path, e.g.
+``filter_rules[2].values``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from collections.abc import Set as AbstractSet
-from typing import Any
+from collections.abc import Callable
+from functools import wraps
+from typing import ParamSpec, TypeVar
 
-from core import limits
 from core.errors import ContentError
-from engine import kinds
-from engine.assignments import labels_errors, node_selector_from_dict
-from engine.errors import EngineValidationError, join_path
-from engine.expectations import KINDS as EXPECTATION_KINDS
-from engine.labels import dns1123_label_errors
-from engine.selectors import label_selector_from_dict
-from policies.content import ASSIGNMENT_FIELDS, POLICY_FIELDS
+from engine import validation as _pure
+from engine.validation import (
+    ASSIGNMENT_FIELDS,
+    COMMON_RULE_FIELDS,
+    EXPECTATION_FIELDS,
+    MESSAGE_MAX,
+    NAME_MAX,
+    POLICY_FIELDS,
+    POLICY_MODES,
+    SELECTOR_ALIASES,
+)
 
-POLICY_MODES = ("enforce", "dry-run")
-NAME_MAX = 100
-MESSAGE_MAX = 500
+__all__ = [
+    "ASSIGNMENT_FIELDS",
+    "COMMON_RULE_FIELDS",
+    "EXPECTATION_FIELDS",
+    "MESSAGE_MAX",
+    "NAME_MAX",
+    "POLICY_FIELDS",
+    "POLICY_MODES",
+    "SELECTOR_ALIASES",
+    "clean_expectation",
+    "clean_filter_rule",
+    "clean_label_assignment",
+    "clean_pod_selector",
+    "clean_policy",
+    "clean_weight_rule",
+]
 
-
-class _Errors:
-    def __init__(self) -> None:
-        self.errors: dict[str, list[str]] = {}
-
-    def add(self, path: str, message: str) -> None:
-        self.errors.setdefault(path, []).append(message)
-
-    def extend(self, pairs: list[tuple[str, str]], prefix: str) -> None:
-        for path, message in pairs:
-            self.add(join_path(prefix, path), message)
-
-    def raise_if_any(self) -> None:
-        if self.errors:
-            raise ContentError(self.errors)
-
-
-def _slug_errors(value: Any) -> list[str]:
-    if not isinstance(value, str) or not value:
-        return ["This field is required and must be a non-empty string."]
-    if len(value) > NAME_MAX:
-        return [f"Must be at most {NAME_MAX} characters."]
-    return dns1123_label_errors(value) if len(value) <= 63 else _long_slug_errors(value)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def _long_slug_errors(value: str) -> list[str]:
-    # Policy names may be longer than a DNS label but follow the same alphabet.
-    import re
-
-    if re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", value):
-        return []
-    return ["Use lowercase letters, digits and '-', starting and ending with a letter or digit."]
-
-
-def _bool(data: Mapping, key: str, default: bool, errs: _Errors, prefix: str = "") -> bool:
-    value = data.get(key, default)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        errs.add(join_path(prefix, key), "Must be a boolean (true or false).")
-        return default
-    return value
-
-
-def _text(data: Mapping, key: str, errs: _Errors, prefix: str = "", max_len: int = 0) -> str:
-    value = data.get(key, "")
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        errs.add(join_path(prefix, key), "Must be a string.")
-        return ""
-    if max_len and len(value) > max_len:
-        errs.add(join_path(prefix, key), f"Must be at most {max_len} characters.")
-    return value
-
-
-def _mapping(value: Any, path: str, errs: _Errors) -> Mapping:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        errs.add(path, "Must be an object.")
-        return {}
-    return value
-
-
-def _unknown_keys(data: Mapping, allowed: AbstractSet[str], prefix: str, errs: _Errors) -> None:
-    for key in data:
-        if key not in allowed:
-            errs.add(join_path(prefix, str(key)), "Unknown field.")
-
-
-# Kubernetes' own spellings of a LabelSelector's fields, accepted wherever a selector is read
-# (docs/semantics.md, "Selectors"); the canonical content uses the snake_case names.
-SELECTOR_ALIASES = {"matchLabels": "match_labels", "matchExpressions": "match_expressions"}
-
-
-def _selector_aliases(data: Mapping, path: str, errs: _Errors) -> Mapping:
-    """``data`` with ``matchLabels`` / ``matchExpressions`` renamed to the canonical names."""
-    if not any(alias in data for alias in SELECTOR_ALIASES):
-        return data
-    renamed = dict(data)
-    for alias, name in SELECTOR_ALIASES.items():
-        if alias not in renamed:
-            continue
-        if name in renamed:
-            errs.add(join_path(path, alias), f"Give {name} or {alias}, not both.")
-        renamed[name] = renamed.pop(alias)
-    return renamed
-
-
-def clean_pod_selector(value: Any, path: str = "pod_selector") -> dict:
-    """Canonical pod selector: namespaces, match_labels, match_expressions (all optional);
-    Kubernetes' ``matchLabels`` / ``matchExpressions`` are accepted as aliases."""
-    errs = _Errors()
-    data = _selector_aliases(_mapping(value, path, errs), path, errs)
-    errs.raise_if_any()
-    _unknown_keys(data, {"namespaces", "match_labels", "match_expressions"}, path, errs)
-    namespaces = data.get("namespaces") or []
-    if not isinstance(namespaces, list):
-        errs.add(join_path(path, "namespaces"), "Must be a list of namespace names.")
-        namespaces = []
-    for i, ns in enumerate(namespaces):
-        problems = dns1123_label_errors(ns) if isinstance(ns, str) else ["Must be a string."]
-        for msg in problems:
-            errs.add(join_path(path, f"namespaces[{i}]"), msg)
-    selector: dict[str, Any] = {
-        "match_labels": data.get("match_labels") or {},
-        "match_expressions": data.get("match_expressions") or [],
-    }
-    try:
-        label_selector_from_dict(selector, path=path)
-    except EngineValidationError as exc:
-        for field, msg in exc.errors:
-            errs.add(field or path, msg)
-    errs.raise_if_any()
-    return {
-        "namespaces": sorted(set(namespaces)),
-        "match_labels": dict(sorted(selector["match_labels"].items())),
-        "match_expressions": [_canonical_requirement(r) for r in selector["match_expressions"]],
-    }
-
-
-def _canonical_requirement(r: Mapping) -> dict:
-    return {"key": r["key"], "operator": r["operator"], "values": list(r.get("values") or [])}
-
-
-COMMON_RULE_FIELDS = {"kind", "enabled", "message", "id", "position"}
-
-
-def _clean_rule(role: str, rule: Any, prefix: str) -> dict:
-    """Canonical rule of ``role`` (its kind's fields from the registry), or ContentError."""
-    errs = _Errors()
-    if not isinstance(rule, Mapping):
-        raise ContentError({prefix: ["Must be an object."]})
-    kind = kinds.get(role, rule.get("kind"))
-    if kind is None:
-        raise ContentError(
-            {join_path(prefix, "kind"): [f"Must be one of {', '.join(kinds.names(role))}."]}
-        )
-    extra = {"weight"} if role == kinds.WEIGHT else set()
-    _unknown_keys(rule, COMMON_RULE_FIELDS | set(kind.fields) | extra, prefix, errs)
-    out: dict[str, Any] = {"kind": kind.name}
-    values = rule.get("values")
-    if (
-        "values" in kind.fields
-        and isinstance(values, list)
-        and len(values) > limits.MAX_VALUES_PER_RULE
-    ):
-        errs.add(
-            join_path(prefix, "values"),
-            f"At most {limits.MAX_VALUES_PER_RULE} values (limit MAX_VALUES_PER_RULE).",
-        )
-        out.update({field: rule.get(field, "") for field in kind.fields}, values=[])
-    else:
-        fields, problems = kind.clean(rule)
-        errs.extend(problems, prefix)
-        out.update(fields)
-    if role == kinds.WEIGHT:
-        weight = rule.get("weight")
-        if isinstance(weight, bool) or not isinstance(weight, int):
-            errs.add(join_path(prefix, "weight"), "An integer weight in [-100, 100] is required.")
-        elif not -100 <= weight <= 100:
-            errs.add(join_path(prefix, "weight"), f"Must be in [-100, 100], got {weight}.")
-        out["weight"] = weight
-    out["message"] = _text(rule, "message", errs, prefix, MESSAGE_MAX)
-    out["enabled"] = _bool(rule, "enabled", True, errs, prefix)
-    errs.raise_if_any()
-    return out
-
-
-def clean_filter_rule(rule: Any, prefix: str) -> dict:
-    """Canonical filter rule, or ContentError naming the rule and field."""
-    return _clean_rule(kinds.FILTER, rule, prefix)
-
-
-def clean_weight_rule(rule: Any, prefix: str) -> dict:
-    """Canonical weight rule, or ContentError naming the rule and field."""
-    return _clean_rule(kinds.WEIGHT, rule, prefix)
-
-
-def _rules(data: Mapping, key: str, cleaner: Any, errs: _Errors) -> list[dict]:
-    rules = data.get(key) or []
-    if not isinstance(rules, list):
-        errs.add(key, "Must be a list of rules.")
-        return []
-    if len(rules) > limits.MAX_RULES_PER_POLICY:
-        errs.add(key, f"At most {limits.MAX_RULES_PER_POLICY} rules (limit MAX_RULES_PER_POLICY).")
-        return []
-    out = []
-    for i, rule in enumerate(rules):
+def _content_error(fn: Callable[P, R]) -> Callable[P, R]:
+    @wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            out.append(cleaner(rule, f"{key}[{i}]"))
-        except ContentError as exc:
-            exc.merge_into(errs.errors)
-    return out
+            return fn(*args, **kwargs)
+        except _pure.ContentInvalid as exc:
+            raise ContentError(exc.as_dict()) from None
+
+    return wrapper
 
 
-def clean_policy(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> dict:
-    """Canonical policy content (cluster by name or None), or ContentError per field."""
-    errs = _Errors()
-    if not isinstance(data, Mapping):
-        raise ContentError({"": ["A policy must be an object."]})
-    _unknown_keys(data, POLICY_FIELDS | set(extra_fields), "", errs)
-    for msg in _slug_errors(data.get("name")):
-        errs.add("name", msg)
-    cluster = data.get("cluster")
-    if cluster is not None and (not isinstance(cluster, str) or dns1123_label_errors(cluster)):
-        errs.add("cluster", "Must be a cluster name or null (every cluster).")
-    mode = data.get("mode", "enforce")
-    if mode not in POLICY_MODES:
-        errs.add("mode", "Must be enforce or dry-run.")
-    try:
-        pod_selector = clean_pod_selector(data.get("pod_selector"))
-    except ContentError as exc:
-        pod_selector = {}
-        exc.merge_into(errs.errors)
-    content = {
-        "name": data.get("name"),
-        "description": _text(data, "description", errs, max_len=limits.MAX_DESCRIPTION_CHARS),
-        "cluster": cluster or None,
-        "enabled": _bool(data, "enabled", True, errs),
-        "mode": mode,
-        "pod_selector": pod_selector,
-        "filter_rules": _rules(data, "filter_rules", clean_filter_rule, errs),
-        "weight_rules": _rules(data, "weight_rules", clean_weight_rule, errs),
-    }
-    errs.raise_if_any()
-    return content
-
-
-def clean_label_assignment(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> dict:
-    """Canonical label-assignment content, or ContentError per field."""
-    errs = _Errors()
-    if not isinstance(data, Mapping):
-        raise ContentError({"": ["A label assignment must be an object."]})
-    _unknown_keys(data, ASSIGNMENT_FIELDS | set(extra_fields), "", errs)
-    for msg in _slug_errors(data.get("name")):
-        errs.add("name", msg)
-    cluster = data.get("cluster")
-    if cluster is not None and (not isinstance(cluster, str) or dns1123_label_errors(cluster)):
-        errs.add("cluster", "Must be a cluster name or null (every cluster).")
-    priority = data.get("priority", 0)
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        errs.add("priority", "Must be an integer.")
-    elif not -1000000 <= priority <= 1000000:
-        errs.add("priority", "Must be between -1000000 and 1000000.")
-    selector = data.get("node_selector") or {}
-    if not isinstance(selector, Mapping):
-        errs.add("node_selector", "Must be an object.")
-        selector = {}
-    selector = _selector_aliases(selector, "node_selector", errs)
-    _unknown_keys(selector, {"node_names", "match_expressions"}, "node_selector", errs)
-    try:
-        node_selector_from_dict(selector, path="node_selector")
-    except EngineValidationError as exc:
-        for field, msg in exc.errors:
-            errs.add(field or "node_selector", msg)
-    labels = data.get("labels")
-    if not isinstance(labels, Mapping) or not labels:
-        errs.add("labels", "At least one label is required, as an object of key: value.")
-        labels = {}
-    elif len(labels) > limits.MAX_LABELS_PER_ASSIGNMENT:
-        errs.add(
-            "labels",
-            f"At most {limits.MAX_LABELS_PER_ASSIGNMENT} labels (limit MAX_LABELS_PER_ASSIGNMENT).",
-        )
-    else:
-        errs.extend(labels_errors(labels), "labels")
-    description = _text(data, "description", errs, max_len=limits.MAX_DESCRIPTION_CHARS)
-    enabled = _bool(data, "enabled", True, errs)
-    errs.raise_if_any()
-    return {
-        "name": data["name"],
-        "cluster": cluster or None,
-        "description": description,
-        "enabled": enabled,
-        "priority": priority,
-        "node_selector": {
-            "node_names": list(selector.get("node_names") or []),
-            "match_expressions": [
-                _canonical_requirement(r) for r in selector.get("match_expressions") or []
-            ],
-        },
-        "labels": dict(sorted(labels.items())),
-    }
-
-
-EXPECTATION_FIELDS = {
-    "name",
-    "description",
-    "cluster",
-    "enabled",
-    "kind",
-    "pod",
-    "node_selector",
-}
-
-
-def clean_expectation(data: Any) -> dict:
-    """Canonical expectation content (docs/semantics.md, "Expectations"), or ContentError."""
-    errs = _Errors()
-    if not isinstance(data, Mapping):
-        raise ContentError({"": ["An expectation must be an object."]})
-    _unknown_keys(data, EXPECTATION_FIELDS, "", errs)
-    for msg in _slug_errors(data.get("name")):
-        errs.add("name", msg)
-    cluster = data.get("cluster")
-    if cluster is not None and (not isinstance(cluster, str) or dns1123_label_errors(cluster)):
-        errs.add("cluster", "Must be a cluster name or null (every cluster).")
-    kind = data.get("kind")
-    if kind not in EXPECTATION_KINDS:
-        errs.add("kind", f"Must be one of {', '.join(EXPECTATION_KINDS)}.")
-    pod = _mapping(data.get("pod"), "pod", errs)
-    _unknown_keys(pod, {"namespace", "labels"}, "pod", errs)
-    namespace = pod.get("namespace")
-    if not isinstance(namespace, str) or not namespace:
-        errs.add("pod.namespace", "A namespace is required.")
-    else:
-        for msg in dns1123_label_errors(namespace):
-            errs.add("pod.namespace", msg)
-    pod_labels = pod.get("labels") or {}
-    if not isinstance(pod_labels, Mapping):
-        errs.add("pod.labels", "Must be an object of key: value.")
-        pod_labels = {}
-    else:
-        errs.extend(labels_errors(pod_labels), "pod.labels")
-    selector = data.get("node_selector") or {}
-    if not isinstance(selector, Mapping):
-        errs.add("node_selector", "Must be an object.")
-        selector = {}
-    selector = _selector_aliases(selector, "node_selector", errs)
-    _unknown_keys(selector, {"node_names", "match_expressions"}, "node_selector", errs)
-    try:
-        node_selector_from_dict(selector, path="node_selector")
-    except EngineValidationError as exc:
-        for field, msg in exc.errors:
-            errs.add(field or "node_selector", msg)
-    description = _text(data, "description", errs, max_len=limits.MAX_DESCRIPTION_CHARS)
-    enabled = _bool(data, "enabled", True, errs)
-    errs.raise_if_any()
-    return {
-        "name": data["name"],
-        "description": description,
-        "cluster": cluster or None,
-        "enabled": enabled,
-        "kind": kind,
-        "pod": {"namespace": namespace, "labels": dict(sorted(pod_labels.items()))},
-        "node_selector": {
-            "node_names": list(selector.get("node_names") or []),
-            "match_expressions": [
-                _canonical_requirement(r) for r in selector.get("match_expressions") or []
-            ],
-        },
-    }
+clean_pod_selector = _content_error(_pure.clean_pod_selector)
+clean_filter_rule = _content_error(_pure.clean_filter_rule)
+clean_weight_rule = _content_error(_pure.clean_weight_rule)
+clean_policy = _content_error(_pure.clean_policy)
+clean_label_assignment = _content_error(_pure.clean_label_assignment)
+clean_expectation = _content_error(_pure.clean_expectation)

@@ -27,6 +27,7 @@ ROOT_ROUTES = {
     "simulate": "simulate",
     "apply": "apply",
     "export": "export",
+    "expectation-outcomes": "expectation-outcomes",
     "decisions": "decision-list",
     "audit": "auditentry-list",
 }

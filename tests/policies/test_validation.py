@@ -247,3 +247,11 @@ def test_invalid_assignment_names_the_field(overrides, field):
     with pytest.raises(ContentError) as exc:
         clean_label_assignment(assignment_data(**overrides))
     assert any(path.startswith(field) for path in exc.value.errors), exc.value.errors
+
+
+def test_the_engines_validators_accept_the_fields_the_content_has() -> None:
+    from engine import validation
+    from policies.content import ASSIGNMENT_FIELDS, POLICY_FIELDS
+
+    assert validation.POLICY_FIELDS == POLICY_FIELDS
+    assert validation.ASSIGNMENT_FIELDS == ASSIGNMENT_FIELDS

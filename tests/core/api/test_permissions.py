@@ -112,6 +112,7 @@ ROUTES = [
     Route("POST", "/api/v1/apply/", 200, WRITE, POLICY_SET),
     Route("POST", "/api/v1/apply/?dry_run=true", 200, WRITE, POLICY_SET),
     Route("GET", "/api/v1/export/", 200),
+    Route("GET", "/api/v1/expectation-outcomes/", 200),
     Route("GET", "/api/v1/decisions/", 200),
     Route("GET", "decision-detail", 200),
     Route("GET", "/api/v1/audit/", 200),

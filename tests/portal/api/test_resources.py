@@ -301,7 +301,15 @@ def test_decision_filters(viewer, world):
 
 def test_api_root_lists_the_collections(viewer, world):
     root = viewer.get("/api/v1/").json()
-    for name in ("clusters", "policies", "label-assignments", "simulate", "apply", "audit"):
+    for name in (
+        "clusters",
+        "policies",
+        "label-assignments",
+        "simulate",
+        "apply",
+        "expectation-outcomes",
+        "audit",
+    ):
         assert name in root
 
 

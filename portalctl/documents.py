@@ -7,7 +7,8 @@ Layout (docs/portalctl.md, "Repository layout")::
                                 sample inventory (each folder under nodes/ is a cluster)
       **/*.yaml, **/*.yml       everything else: PolicySet documents (apiVersion portal/v1,
                                 kind PolicySet) holding policies, labelAssignments,
-                                expectations and, optionally, clusters
+                                expectations and, optionally, clusters and managedResources
+                                (carried to the portal by apply; not judged offline)
 
 Every entry is judged by the validators the portal's API uses (``engine.validation``), so a
 mistake gets the API's message, here with the file, line and column of the field.
@@ -34,7 +35,17 @@ from engine.validation import (
 
 API_VERSION = "portal/v1"
 KIND = "PolicySet"
-DOCUMENT_FIELDS = ("apiVersion", "kind", "clusters", "policies", "labelAssignments", "expectations")
+DOCUMENT_FIELDS = (
+    "apiVersion",
+    "kind",
+    "clusters",
+    "policies",
+    "labelAssignments",
+    "expectations",
+    # Carried to the portal by apply and diff (an export holds them); expectations judge
+    # policies, so the offline test does not read them. The portal validates them on apply.
+    "managedResources",
+)
 # The sections of a PolicySet, each with its validator (the API's).
 SECTIONS = {
     "labelAssignments": clean_label_assignment,
@@ -251,6 +262,8 @@ def _policy_set(document: Document, repo: Repository, problems: list[Problem]) -
         problems.append(_problem(document, "kind", f"Must be {KIND}."))
     if data.get("apiVersion") != API_VERSION:
         problems.append(_problem(document, "apiVersion", f"Must be {API_VERSION}."))
+    if "managedResources" in data and not isinstance(data["managedResources"], list):
+        problems.append(_problem(document, "managedResources", "Must be a list."))
     repo.documents.append(dict(data))
     _clusters(document, data.get("clusters"), repo, problems)
     targets = {

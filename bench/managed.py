@@ -323,7 +323,7 @@ def reserve_rate(cluster: Any, nodes: list[str], threads: int) -> tuple[float, f
     binder, then ``threads`` at once (0.0 when not measured)."""
     from django.db import connection
 
-    from resources.services import PodRef, release, reserve
+    from resources.ledger import PodRef, release, reserve
 
     def run(prefix: str, count: int) -> None:
         try:

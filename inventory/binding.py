@@ -50,6 +50,55 @@ class BindError(Exception):
     """The binding was not created; the message says why (it goes back to kube-scheduler)."""
 
 
+class BindingFailed(BindError):
+    """The API server's answer to a Binding was not a success. ``status``: its HTTP status
+    (None: no answer — a timeout, a reset connection — so the Binding may have been made)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def refused(self) -> bool:
+        """A 4xx: the API server refused it, the pod is certainly not bound by this call."""
+        return self.status is not None and 400 <= self.status < 500
+
+    @property
+    def conflict(self) -> bool:
+        """Already bound (409) or gone (404): not worth trying again."""
+        return self.status in (404, 409)
+
+
+def create_binding(
+    api: client.CoreV1Api, *, namespace: str, name: str, uid: str, node: str
+) -> None:
+    """Create the pod's Binding to ``node``: the one call both binders make (the extender's
+    bind verb through :func:`bind_pod`, the own scheduler through ``scheduler.kube_io``).
+    Raises :class:`BindingFailed`."""
+    # A plain dict: the client sends it as it is (no model to serialise per pod).
+    metadata = {"name": name, "namespace": namespace}
+    if uid:
+        metadata["uid"] = uid
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": metadata,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    try:
+        response = api.create_namespaced_binding(
+            namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+        )
+        # Read the Status reply before releasing: an unread body would poison the pooled
+        # keep-alive connection for the next bind.
+        response.data  # noqa: B018
+        response.release_conn()
+    except ApiException as exc:
+        raise BindingFailed(str(classify(exc)), status=exc.status) from None
+    except Exception as exc:
+        raise BindingFailed(str(classify(exc))) from None
+
+
 def _target(cluster_name: str) -> _Target | None:
     now = time.monotonic()
     with _targets_lock:
@@ -145,26 +194,12 @@ def bind_pod(
     if refusal:
         raise BindError(refusal)
     give_back = reserve(pod) if reserve is not None else None
-    body = client.V1Binding(
-        metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
-        target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-    )
     try:
-        response = target.api.create_namespaced_binding(
-            namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-        )
-        # Read the Status reply before releasing: an unread body would poison the pooled
-        # keep-alive connection for the next bind.
-        response.data  # noqa: B018
-        response.release_conn()
-    except Exception as exc:
-        if (
-            give_back is not None
-            and isinstance(exc, ApiException)
-            and 400 <= (exc.status or 0) < 500
-        ):
+        create_binding(target.api, namespace=namespace, name=name, uid=uid, node=node)
+    except BindingFailed as exc:
+        if give_back is not None and exc.refused:
             try:
                 give_back()
             except Exception:
                 logger.exception("releasing the reservation of %s/%s failed", namespace, name)
-        raise BindError(str(classify(exc))) from exc
+        raise

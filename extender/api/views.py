@@ -39,7 +39,7 @@ from extender.config.scheduler_config import (
 from inventory.models import Cluster
 from policies.content import policy_content
 from policies.models import LabelAssignment, Policy
-from resources.services import managed_names
+from resources.ledger import managed_names
 
 CONFIG_PARAMETERS = [
     OpenApiParameter(

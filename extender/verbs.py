@@ -430,15 +430,33 @@ def _bind_refusal(
 ) -> str | None:
     """Why ``pod`` (as the API server has it) may not be bound to ``args.node``; None if it may.
 
-    The same call the filter verb makes: the table of the policies that select the pod."""
+    In order: a pod naming a scheduler the portal's generated configuration does not serve
+    (``scheduler_config.served_scheduler_names``); kube-scheduler's basic fit of the whole pod
+    on the node (``inventory.binding.fit_refusal``, the own scheduler's judge: node selection,
+    taints, cordon, allocatable against the pods on the node); then the pod's enforce policies,
+    the table the filter verb judges with."""
+    from extender.config.scheduler_config import served_scheduler_names
+    from inventory.binding import fit_refusal
+
+    where = f"pod {args.pod_namespace}/{args.pod_name} may not run on node {args.node}"
+    spec = pod.get("spec")
+    named = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+    named = named if isinstance(named, str) and named else "default-scheduler"
+    if named not in served_scheduler_names():
+        return (
+            f"pod {args.pod_namespace}/{args.pod_name} names scheduler {named!r}, which this "
+            f"extender does not serve; not bound"
+        )
+    free = managed.table(cluster.name)
+    ignored = tuple(free.free) if free is not None else ()
+    misfit = fit_refusal(cluster.name, pod, args.node, ignored_resources=ignored)
+    if misfit is not None:
+        return f"{where}: {misfit}; not bound"
     facts = pod_facts_from_dict(pod)
     reason = names_table(cluster, facts).reject.get(args.node)
     if reason is None:
         return None
-    return (
-        f"pod {args.pod_namespace}/{args.pod_name} may not run on node {args.node}: {reason}; "
-        "not bound"
-    )
+    return f"{where}: {reason}; not bound"
 
 
 def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +24,12 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine import fit
+from engine.podspec import pod_spec_facts, taints_from
 from inventory import sources
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
-from inventory.models import Cluster
+from inventory.models import Cluster, Node
+from inventory.pod_queries import usage_by_node
 
 CLIENT_TTL_SECONDS = 60.0
 logger = logging.getLogger(__name__)
@@ -128,6 +131,52 @@ def forget_clients() -> None:
     for target in cached:
         if target.api is not None:
             target.api.api_client.close()
+
+
+def fit_refusal(
+    cluster_name: str,
+    pod: Mapping[str, Any],
+    node: str,
+    *,
+    ignored_resources: Iterable[str] = (),
+) -> str | None:
+    """Why ``pod`` (as the API server has it) does not fit ``node`` by kube-scheduler's basic
+    fit (``engine.fit``, the own scheduler's judge): the node's cordon, the pod's nodeName,
+    taints and tolerations, readiness, nodeSelector and required node affinity, host ports, and
+    its requests (cpu, memory, pods, ...) against the node's allocatable less what the pods the
+    inventory has bound there hold. None when it fits. ``ignored_resources``: the managed
+    resources, which the ledger counts instead. Three small reads."""
+    row = (
+        Node.objects.filter(cluster__name=cluster_name, name=node)
+        .values_list(
+            "cluster_id", "labels", "taints", "unschedulable", "ready", "allocatable_parsed"
+        )
+        .first()
+    )
+    if row is None:
+        return f"node {node} is not in cluster {cluster_name}'s inventory"
+    cluster_id, labels, taints, unschedulable, ready, allocatable = row
+    target = fit.FitNode(
+        name=node,
+        labels={
+            k: v
+            for k, v in (labels if isinstance(labels, dict) else {}).items()
+            if isinstance(v, str)
+        },
+        taints=taints_from(taints),
+        unschedulable=bool(unschedulable),
+        ready=bool(ready),
+        allocatable={
+            k: v
+            for k, v in (allocatable if isinstance(allocatable, dict) else {}).items()
+            if isinstance(v, int) and not isinstance(v, bool)
+        },
+    )
+    usage = usage_by_node(Cluster(pk=cluster_id), [node]).get(node)
+    detail = fit.basic_fit(pod_spec_facts(pod), target, usage, ignored_resources=ignored_resources)
+    if detail is None:
+        return None
+    return f"{', '.join(detail.reasons)} ({detail.detail})"
 
 
 def _read_pod(api: client.CoreV1Api, namespace: str, name: str) -> dict[str, Any]:

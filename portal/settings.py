@@ -504,3 +504,6 @@ SCHEDULER_METRICS_PORT = env_int("SCHEDULER_METRICS_PORT", 0)
 # checks whether its table of free amounts is out of date (a few cheap reads, never per call).
 MANAGED_RESERVATION_SECONDS = float(os.environ.get("MANAGED_RESERVATION_SECONDS", "120"))
 EXTENDER_MANAGED_POLL_SECONDS = float(os.environ.get("EXTENDER_MANAGED_POLL_SECONDS", "0.5"))
+# Scheduler names besides default-scheduler and portal-scheduler whose pods the bind verb binds
+# (a second scheduler generated with another scheduler_name); any other is refused.
+EXTENDER_SCHEDULER_NAMES = env_list("EXTENDER_SCHEDULER_NAMES", "")

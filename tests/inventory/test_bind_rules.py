@@ -270,7 +270,8 @@ def test_bind_counts_the_pods_on_the_node_against_allocatable_pods(
     third = {**_pod("third", nodeName="busy"), "status": {"phase": "Running"}}
     pods_apply(cluster=fitting, records=[pod_record(third)])  # the watcher saw it bound
     error = call("/extender/fit/bind", bind_args("apps", "fourth", "busy", "u-fourth")).error
-    assert "Too many pods" in error and error.endswith("; not bound")
+    assert "Too many pods" in error
+    assert error.endswith("; not bound")
     assert [b.pod for b in kube.bindings] == ["third"]
 
 

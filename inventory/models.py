@@ -234,6 +234,8 @@ class Pod(models.Model):
     terminating = models.BooleanField(default=False)
     created_at = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=64, blank=True)
+    # spec.schedulingGates not empty: the own scheduler leaves the pod alone until it is.
+    scheduling_gated = models.BooleanField(default=False)
     last_seen = models.DateTimeField()
 
     class Meta:

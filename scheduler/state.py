@@ -151,7 +151,11 @@ class ClusterState:
         hold of each node and settle the assumptions (module docstring); without, the usage
         read last stays, with the assumptions made since counted on it."""
         now = time.monotonic()
-        pending = pending_pods(self.cluster, scheduler_names=[scheduler_name])
+        # A gated pod (spec.schedulingGates) is not for any scheduler yet: like kube-scheduler's
+        # PreEnqueue, it enters the queue when a pod update shows its gates removed.
+        pending = pending_pods(self.cluster, scheduler_names=[scheduler_name]).filter(
+            scheduling_gated=False
+        )
         pending_uids = set(pending.values_list("uid", flat=True))
         if usage:
             self._reload_usage(pending_uids)

@@ -249,6 +249,8 @@ class Pod(models.Model):
         indexes = [
             models.Index(fields=["cluster", "node_name"], name="pod_cluster_node_idx"),
             models.Index(fields=["cluster", "phase"], name="pod_cluster_phase_idx"),
+            # The own scheduler's read of the pods written since its last look.
+            models.Index(fields=["cluster", "last_seen"], name="pod_cluster_seen_idx"),
         ]
         permissions = [("evict_pod", "Can evict pods through the Eviction API")]
 

@@ -111,6 +111,33 @@ def filter_split(
     return free.split(wanted, candidates)
 
 
+def preemption_rejects(
+    cluster: str, spec: Raw | None, body: bytes, victims: Mapping[str, Sequence[str]]
+) -> dict[str, str]:
+    """Candidate node -> ``insufficient <resource>`` for the preemption candidates that lack
+    what the pod requests of managed resources even with their victims gone (what the victims
+    hold there is credited back); empty when the pod requests none."""
+    if not _loaded.is_set():
+        ensure_started()
+        _loaded.wait(FIRST_LOAD_WAIT_SECONDS)
+    free = _tables.get(cluster)
+    if free is None or not victims:
+        return {}
+    text = bytes(spec) if spec is not None else body
+    if not any(needle in text for needle in _needles.get(cluster, ())):
+        return {}
+    requests = _spec_requests(spec) if spec is not None else _body_requests(body)
+    wanted = managed_requests(requests, free.free)
+    if not wanted:
+        return {}
+    out = {}
+    for node, uids in victims.items():
+        reason = free.short_after_preemption(wanted, node, uids)
+        if reason is not None:
+            out[node] = reason
+    return out
+
+
 def names_table(cluster: str, body: bytes, spec: Raw | None, table: Any) -> Any:
     """The policy table a names-mode filter judges with: ``table`` itself, or for a pod
     requesting managed resources, ``table`` with the nodes lacking them rejected (made once per
@@ -238,7 +265,7 @@ def _read_stamps() -> dict[str, Any]:
 def refresh_now(force: bool = False) -> list[str]:
     """Reload the tables whose inputs moved (all with ``force``); the clusters reloaded."""
     from inventory.models import Cluster
-    from resources.accounting import capacity_and_free
+    from resources.accounting import capacity_free_and_holders
 
     stamps = _read_stamps()
     now = time.monotonic()
@@ -250,8 +277,8 @@ def refresh_now(force: bool = False) -> list[str]:
         cluster = Cluster.objects.filter(pk=stamp[0]).first()
         if cluster is None:
             continue
-        capacity, free = capacity_and_free(cluster)
-        _tables[name] = FreeTable(free, stamp, capacity)
+        capacity, free, held = capacity_free_and_holders(cluster)
+        _tables[name] = FreeTable(free, stamp, capacity, held)
         _needles[name] = tuple(resource.encode() for resource in free)
         _stamps[name] = stamp
         _loaded_at[name] = now

@@ -400,7 +400,8 @@ def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> 
 
 def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
     """ExtenderPreemptionArgs -> ExtenderPreemptionResult: the candidates that pass the pod's
-    filter, victims unchanged; placeholders (no victims) pass through."""
+    filter — its managed resources judged with the victims' holdings credited back — victims
+    unchanged; placeholders (no victims) pass through."""
     fields = wire.decode_body(body)
     pod, spec = wire.decode_pod_and_spec(fields)
     candidates = wire.decode_victims(fields)
@@ -414,10 +415,18 @@ def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Rep
         dry_run=False,
     )
     rejected = outcome.rejected
+    # Managed resources: a candidate must have room for the pod once its victims are gone
+    # (what they hold there credited back), placeholders without victims aside.
+    short = managed.preemption_rejects(
+        cluster.name,
+        spec,
+        body,
+        {name: victims.uids for name, victims in candidates.items() if victims.uids},
+    )
     kept = {
         name: wire.encode_victims(victims)
         for name, victims in candidates.items()
-        if name not in rejected or not victims.uids
+        if not victims.uids or (name not in rejected and name not in short)
     }
     body = orjson.dumps({"NodeNameToMetaVictims": kept})
     record = _record("preempt", cluster, snapshot, "names", pod, len(candidates), len(kept), table)

@@ -67,6 +67,7 @@ class Holder:
     amount: int
     reserved: bool = False
     expires_at: datetime | None = None
+    uid: str = ""
 
 
 @dataclass
@@ -123,11 +124,15 @@ def allocation(
         for name in names:
             value = requests.get(name) if isinstance(requests, dict) else None
             if isinstance(value, int) and value > 0:
-                out.add(name, node_name, Holder(namespace, pod_name, value))
+                out.add(name, node_name, Holder(namespace, pod_name, value, uid=uid))
     for resource, node_name, amount, namespace, pod_name, uid, expires in reserved:
         if uid and uid in bound_uids:
             continue  # the inventory has the pod bound already: counted above
-        out.add(resource, node_name, Holder(namespace, pod_name, amount, True, _aware(expires)))
+        out.add(
+            resource,
+            node_name,
+            Holder(namespace, pod_name, amount, True, _aware(expires), uid=uid),
+        )
     return out
 
 
@@ -183,16 +188,38 @@ def capacity_and_free(
     cluster: Cluster,
 ) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
     """(capacity, free), each resource -> node -> amount (three queries)."""
+    caps, free, _ = capacity_free_and_holders(cluster)
+    return caps, free
+
+
+def capacity_free_and_holders(
+    cluster: Cluster,
+) -> tuple[
+    dict[str, dict[str, int]],
+    dict[str, dict[str, int]],
+    dict[str, tuple[str, dict[str, int]]],
+]:
+    """(capacity, free, holdings): resource -> node -> amount for the first two, and pod uid ->
+    (node, resource -> amount) of what each pod holds (the extender's preemption credits it
+    back); three queries."""
     specs = cluster_specs(cluster)
     if not specs:
-        return {}, {}
+        return {}, {}, {}
     caps = capacity_by_node(cluster, specs)
-    taken = allocation(cluster, caps).allocated
+    alloc = allocation(cluster, caps)
+    taken = alloc.allocated
     free = {
         name: {node: cap - taken[name].get(node, 0) for node, cap in nodes.items()}
         for name, nodes in caps.items()
     }
-    return caps, free
+    held: dict[str, tuple[str, dict[str, int]]] = {}
+    for resource, nodes in alloc.holders.items():
+        for node, holders in nodes.items():
+            for holder in holders:
+                if holder.uid:
+                    amounts = held.setdefault(holder.uid, (node, {}))[1]
+                    amounts[resource] = amounts.get(resource, 0) + holder.amount
+    return caps, free, held
 
 
 def usage(cluster: Cluster, node: str | None = None) -> list[dict[str, Any]]:

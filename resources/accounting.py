@@ -149,22 +149,30 @@ def _pods_and_reservations(pods: QuerySet[Pod], reservations: QuerySet[Reservati
             "node", "pod_namespace", "pod_name", "pod_uid", "resource", "amount", "expires_at"
         )
     ).query.sql_with_params()
-    pod_col = {f: Pod._meta.get_field(f).column for f in ("node_name", "namespace", "name", "uid")}
-    col = {f.name: f.column for f in Reservation._meta.concrete_fields}
-    quote = connection.ops.quote_name
+    p = _columns(Pod, ("node_name", "namespace", "name", "uid", "requests"))
+    r = _columns(
+        Reservation,
+        ("node", "pod_namespace", "pod_name", "pod_uid", "resource", "amount", "expires_at"),
+    )
     sql = (
-        f"SELECT 0, p.{quote(pod_col['node_name'])}, p.{quote(pod_col['namespace'])}, "
-        f"p.{quote(pod_col['name'])}, p.{quote(pod_col['uid'])}, "
-        f"p.{quote(Pod._meta.get_field('requests').column)}, NULL, NULL, NULL "
-        f"FROM ({pod_sql}) p UNION ALL "
-        f"SELECT 1, r.{quote(col['node'])}, r.{quote(col['pod_namespace'])}, "
-        f"r.{quote(col['pod_name'])}, r.{quote(col['pod_uid'])}, NULL, "
-        f"r.{quote(col['resource'])}, r.{quote(col['amount'])}, r.{quote(col['expires_at'])} "
-        f"FROM ({held_sql}) r"
+        f"SELECT 0, p.{p['node_name']}, p.{p['namespace']}, p.{p['name']}, p.{p['uid']}, "
+        f"p.{p['requests']}, NULL, NULL, NULL FROM ({pod_sql}) p UNION ALL "
+        f"SELECT 1, r.{r['node']}, r.{r['pod_namespace']}, r.{r['pod_name']}, r.{r['pod_uid']}, "
+        f"NULL, r.{r['resource']}, r.{r['amount']}, r.{r['expires_at']} FROM ({held_sql}) r"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, (*pod_params, *held_params))
         return cursor.fetchall()
+
+
+def _columns(model: Any, names: tuple[str, ...]) -> dict[str, str]:
+    """Field name -> its quoted column name."""
+    out = {}
+    for name in names:
+        column = getattr(model._meta.get_field(name), "column", None)
+        assert isinstance(column, str), (model, name)
+        out[name] = connection.ops.quote_name(column)
+    return out
 
 
 def _aware(value: Any) -> datetime | None:

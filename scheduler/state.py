@@ -39,9 +39,9 @@ from inventory.pod_queries import bound_pods, pending_pods, pod_spec_facts
 from scheduler.queue import QueuedPod
 
 READ_CHUNK = 500  # uids per query (SQLite allows 999 parameters)
-# Between two full reads of the bound pods, the pods written since the last full read (less
+# Between two full reads of the bound pods, the pods written since the previous read (less
 # this margin, for watcher transactions that committed late) are read and counted too.
-WRITE_MARGIN_SECONDS = 5.0
+WRITE_MARGIN_SECONDS = 2.0
 PENDING_FIELDS = (
     "uid",
     "namespace",
@@ -215,13 +215,14 @@ class ClusterState:
         self.bound_uids = bound
 
     def _catch_up_usage(self) -> None:
-        """Count the pods the inventory has written bound since the last full read (another
+        """Count the pods the inventory has written bound since the last read (another
         scheduler's, a kubelet's static pods, this scheduler's own once confirmed): between two
         full reads the usage never lags the pods the scheduler has seen. Pods that left are
         only forgotten at the next full read (counted a little longer: never an overcommit)."""
         if self.usage_read_at is None:
             return
         since = self.usage_read_at - timedelta(seconds=WRITE_MARGIN_SECONDS)
+        self.usage_read_at = timezone.now()
         rows = (
             bound_pods(self.cluster)
             .filter(last_seen__gte=since)

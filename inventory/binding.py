@@ -29,7 +29,7 @@ from engine.podspec import pod_spec_facts, taints_from
 from inventory import sources
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
 from inventory.models import Cluster, Node
-from inventory.pod_queries import usage_by_node
+from inventory.pod_queries import usage_on_node
 
 CLIENT_TTL_SECONDS = 60.0
 logger = logging.getLogger(__name__)
@@ -148,6 +148,7 @@ def fit_refusal(
     resources, which the ledger counts instead. Three small reads."""
     row = (
         Node.objects.filter(cluster__name=cluster_name, name=node)
+        .order_by()
         .values_list(
             "cluster_id", "labels", "taints", "unschedulable", "ready", "allocatable_parsed"
         )
@@ -172,7 +173,7 @@ def fit_refusal(
             if isinstance(v, int) and not isinstance(v, bool)
         },
     )
-    usage = usage_by_node(Cluster(pk=cluster_id), [node]).get(node)
+    usage = usage_on_node(cluster_id, node)
     detail = fit.basic_fit(pod_spec_facts(pod), target, usage, ignored_resources=ignored_resources)
     if detail is None:
         return None

@@ -41,7 +41,7 @@ from scheduler.queue import QueuedPod
 READ_CHUNK = 500  # uids per query (SQLite allows 999 parameters)
 # Between two full reads of the bound pods, the pods written since the previous read (less
 # this margin, for watcher transactions that committed late) are read and counted too.
-WRITE_MARGIN_SECONDS = 2.0
+WRITE_MARGIN_SECONDS = 0.5
 PENDING_FIELDS = (
     "uid",
     "namespace",
@@ -223,12 +223,17 @@ class ClusterState:
             return
         since = self.usage_read_at - timedelta(seconds=WRITE_MARGIN_SECONDS)
         self.usage_read_at = timezone.now()
-        rows = (
-            bound_pods(self.cluster)
-            .filter(last_seen__gte=since)
-            .values_list("uid", "node_name", "requests", "host_ports")
-        )
-        for uid, node, requests, ports in rows.iterator(chunk_size=5000):
+        recent = bound_pods(self.cluster).filter(last_seen__gte=since).order_by()
+        # The uids first (no JSON decoded): most were counted by an earlier read.
+        new = [u for u in recent.values_list("uid", flat=True) if u not in self.bound_uids]
+        rows: list[tuple[str, str, Any, Any]] = []
+        for start in range(0, len(new), READ_CHUNK):
+            rows.extend(
+                recent.filter(uid__in=new[start : start + READ_CHUNK]).values_list(
+                    "uid", "node_name", "requests", "host_ports"
+                )
+            )
+        for uid, node, requests, ports in rows:
             if uid in self.bound_uids:
                 continue
             self.bound_uids.add(uid)

@@ -220,6 +220,12 @@ def bench_bind(rows: list[str], vendor: str) -> None:
             body = orjson.dumps({"Pod": licensed_pod("probe", licenses), "NodeNames": node_names})
             passing = orjson.loads(call_handler(application, "/extender/binds/filter", body))
             node_names = [n for n in node_names if n in set(passing["NodeNames"])]
+        # ... and where the pods fit by kube-scheduler's basic fit, which bind judges too
+        # (the realistic nodes carry taints these pods do not tolerate).
+        from inventory.binding import fit_refusal
+
+        probe = licensed_pod("probe", 0)
+        node_names = [n for n in node_names if fit_refusal("binds", probe, n) is None]
         assert node_names
         threads = 4 if vendor == "postgresql" else 1
         pods = {
@@ -323,7 +329,7 @@ def reserve_rate(cluster: Any, nodes: list[str], threads: int) -> tuple[float, f
     binder, then ``threads`` at once (0.0 when not measured)."""
     from django.db import connection
 
-    from resources.services import PodRef, release, reserve
+    from resources.ledger import PodRef, release, reserve
 
     def run(prefix: str, count: int) -> None:
         try:

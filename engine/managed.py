@@ -93,17 +93,20 @@ class FreeTable:
     filter splits its candidates with them (``split``).
     """
 
-    __slots__ = ("_enough", "capacity", "free", "stamp")
+    __slots__ = ("_enough", "capacity", "free", "held", "stamp")
 
     def __init__(
         self,
         free: Mapping[str, Mapping[str, int]],
         stamp: Any = None,
         capacity: Mapping[str, Mapping[str, int]] | None = None,
+        held: Mapping[str, tuple[str, Mapping[str, int]]] | None = None,
     ) -> None:
         self.free = {name: dict(nodes) for name, nodes in free.items()}
         self.stamp = stamp
         self.capacity = capacity if capacity is not None else {}
+        # pod uid -> (node, resource -> amount): what each pod holds (preemption's credits)
+        self.held = held if held is not None else {}
         self._enough: dict[tuple[str, int], frozenset[str]] = {}
 
     @property
@@ -142,7 +145,26 @@ class FreeTable:
         free = {name: dict(nodes) for name, nodes in self.free.items()}
         if resource in free and node in free[resource]:
             free[resource][node] -= amount
-        return FreeTable(free, self.stamp, self.capacity)
+        return FreeTable(free, self.stamp, self.capacity, self.held)
+
+    def short_after_preemption(
+        self, requests: Mapping[str, int], node: str, victims: Iterable[str]
+    ) -> str | None:
+        """The reason ``node`` lacks a managed resource of ``requests`` even once the pods
+        ``victims`` (uids) are gone — what they hold on the node is credited back, as
+        kube-scheduler's preemption removes the victims before it judges the node — or None."""
+        credit: dict[str, int] = {}
+        for uid in victims:
+            held = self.held.get(uid)
+            if held is not None and held[0] == node:
+                for resource, amount in held[1].items():
+                    credit[resource] = credit.get(resource, 0) + amount
+        for resource, amount in requests.items():
+            if amount <= 0:
+                continue
+            if self.free.get(resource, {}).get(node, 0) + credit.get(resource, 0) < amount:
+                return insufficient_reason(resource)
+        return None
 
 
 def managed_score_terms(weights: Iterable[Any]) -> tuple[tuple[str, int, bool], ...]:

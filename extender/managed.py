@@ -9,8 +9,9 @@ with a few small reads, and at least every ``FULL_RELOAD_SECONDS`` (reservations
 A pod's managed requests are decoded from the request body only when it names a managed
 resource (a substring test), so other pods cost one dictionary lookup.
 
-Bind is the authority: it reserves in the database, under the cluster's ledger lock, before it
-creates the Binding (``resources.services.reserve``); the table is only the filter's view.
+Bind is the authority: it holds the pod's managed resources in the ledger, under the cluster's
+ledger lock, before it creates the Binding (``resources.ledger.hold``); the table is only the
+filter's view.
 """
 
 from __future__ import annotations
@@ -110,6 +111,33 @@ def filter_split(
     return free.split(wanted, candidates)
 
 
+def preemption_rejects(
+    cluster: str, spec: Raw | None, body: bytes, victims: Mapping[str, Sequence[str]]
+) -> dict[str, str]:
+    """Candidate node -> ``insufficient <resource>`` for the preemption candidates that lack
+    what the pod requests of managed resources even with their victims gone (what the victims
+    hold there is credited back); empty when the pod requests none."""
+    if not _loaded.is_set():
+        ensure_started()
+        _loaded.wait(FIRST_LOAD_WAIT_SECONDS)
+    free = _tables.get(cluster)
+    if free is None or not victims:
+        return {}
+    text = bytes(spec) if spec is not None else body
+    if not any(needle in text for needle in _needles.get(cluster, ())):
+        return {}
+    requests = _spec_requests(spec) if spec is not None else _body_requests(body)
+    wanted = managed_requests(requests, free.free)
+    if not wanted:
+        return {}
+    out = {}
+    for node, uids in victims.items():
+        reason = free.short_after_preemption(wanted, node, uids)
+        if reason is not None:
+            out[node] = reason
+    return out
+
+
 def names_table(cluster: str, body: bytes, spec: Raw | None, table: Any) -> Any:
     """The policy table a names-mode filter judges with: ``table`` itself, or for a pod
     requesting managed resources, ``table`` with the nodes lacking them rejected (made once per
@@ -165,50 +193,43 @@ def _spec_requests(spec: Raw) -> dict[str, int]:
 
 def reserver(cluster: str, node: str) -> Callable[[Mapping[str, Any]], Callable[[], None] | None]:
     """The bind's reservation step for ``inventory.binding.bind_pod``: given the pod as the API
-    server has it, reserve what it requests of managed resources on ``node`` (raising
-    ``BindError`` when the capacity is gone) and return how to give it back, or None."""
+    server has it, hold what it requests of managed resources on ``node`` through the ledger
+    (``resources.ledger.hold``, as the own scheduler does; raising ``BindError`` when the
+    capacity is gone) and return how to give it back, or None."""
 
     def reserve(pod: Mapping[str, Any]) -> Callable[[], None] | None:
+        # Imported here: this module loads with the server, before Django's apps are ready.
         from inventory.binding import BindError
         from inventory.models import Cluster
-        from resources.services import InsufficientCapacity, PodRef, release
-        from resources.services import reserve as reserve_in_db
+        from resources import ledger
 
-        spec = pod.get("spec")
-        requests = pod_requests(spec) if isinstance(spec, Mapping) else {}
-        if not requests:
+        ref = ledger.pod_ref(pod)
+        if not ref.requests:
             return None
         known = _tables.get(cluster)
-        if known is not None and not managed_requests(requests, known.free):
+        if known is not None and not managed_requests(ref.requests, known.free):
             return None  # nothing managed in it (a resource added since is in the next table)
         target = Cluster.objects.filter(name=cluster).first()
         if target is None:
             return None
-        metadata = pod.get("metadata") or {}
-        ref = PodRef(
-            namespace=str(metadata.get("namespace") or ""),
-            name=str(metadata.get("name") or ""),
-            uid=str(metadata.get("uid") or ""),
-            requests=requests,
-        )
         try:
-            made = reserve_in_db(target, ref, node)
-        except InsufficientCapacity as exc:
+            held = ledger.hold(target, ref, node)
+        except ledger.InsufficientCapacity as exc:
             raise BindError(f"{exc}; not bound (kube-scheduler will try the pod again)") from None
-        if not made:
+        if held is None:
             return None
         current = _tables.get(cluster)
         if current is not None:  # this process's filter sees its own reservation at once
-            for reservation in made:
+            for reservation in held.reservations:
                 current = current.take(reservation.resource, node, reservation.amount)
             _tables[cluster] = current
-        return lambda: _release(release, made)
+        return lambda: _release(held)
 
     return reserve
 
 
-def _release(release: Callable[[Any], int], made: Any) -> None:
-    release(made)
+def _release(held: Any) -> None:
+    held.release()
     _stamps.clear()  # reload at the next poll
 
 
@@ -244,7 +265,7 @@ def _read_stamps() -> dict[str, Any]:
 def refresh_now(force: bool = False) -> list[str]:
     """Reload the tables whose inputs moved (all with ``force``); the clusters reloaded."""
     from inventory.models import Cluster
-    from resources.accounting import capacity_and_free
+    from resources.accounting import capacity_free_and_holders
 
     stamps = _read_stamps()
     now = time.monotonic()
@@ -256,8 +277,8 @@ def refresh_now(force: bool = False) -> list[str]:
         cluster = Cluster.objects.filter(pk=stamp[0]).first()
         if cluster is None:
             continue
-        capacity, free = capacity_and_free(cluster)
-        _tables[name] = FreeTable(free, stamp, capacity)
+        capacity, free, held = capacity_free_and_holders(cluster)
+        _tables[name] = FreeTable(free, stamp, capacity, held)
         _needles[name] = tuple(resource.encode() for resource in free)
         _stamps[name] = stamp
         _loaded_at[name] = now

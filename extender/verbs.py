@@ -400,7 +400,8 @@ def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> 
 
 def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
     """ExtenderPreemptionArgs -> ExtenderPreemptionResult: the candidates that pass the pod's
-    filter, victims unchanged; placeholders (no victims) pass through."""
+    filter — its managed resources judged with the victims' holdings credited back — victims
+    unchanged; placeholders (no victims) pass through."""
     fields = wire.decode_body(body)
     pod, spec = wire.decode_pod_and_spec(fields)
     candidates = wire.decode_victims(fields)
@@ -414,10 +415,18 @@ def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Rep
         dry_run=False,
     )
     rejected = outcome.rejected
+    # Managed resources: a candidate must have room for the pod once its victims are gone
+    # (what they hold there credited back), placeholders without victims aside.
+    short = managed.preemption_rejects(
+        cluster.name,
+        spec,
+        body,
+        {name: victims.uids for name, victims in candidates.items() if victims.uids},
+    )
     kept = {
         name: wire.encode_victims(victims)
         for name, victims in candidates.items()
-        if name not in rejected or not victims.uids
+        if not victims.uids or (name not in rejected and name not in short)
     }
     body = orjson.dumps({"NodeNameToMetaVictims": kept})
     record = _record("preempt", cluster, snapshot, "names", pod, len(candidates), len(kept), table)
@@ -430,15 +439,33 @@ def _bind_refusal(
 ) -> str | None:
     """Why ``pod`` (as the API server has it) may not be bound to ``args.node``; None if it may.
 
-    The same call the filter verb makes: the table of the policies that select the pod."""
+    In order: a pod naming a scheduler the portal's generated configuration does not serve
+    (``scheduler_config.served_scheduler_names``); kube-scheduler's basic fit of the whole pod
+    on the node (``inventory.binding.fit_refusal``, the own scheduler's judge: node selection,
+    taints, cordon, allocatable against the pods on the node); then the pod's enforce policies,
+    the table the filter verb judges with."""
+    from extender.config.scheduler_config import served_scheduler_names
+    from inventory.binding import fit_refusal
+
+    where = f"pod {args.pod_namespace}/{args.pod_name} may not run on node {args.node}"
+    spec = pod.get("spec")
+    named = spec.get("schedulerName") if isinstance(spec, Mapping) else None
+    named = named if isinstance(named, str) and named else "default-scheduler"
+    if named not in served_scheduler_names():
+        return (
+            f"pod {args.pod_namespace}/{args.pod_name} names scheduler {named!r}, which this "
+            f"extender does not serve; not bound"
+        )
+    free = managed.table(cluster.name)
+    ignored = tuple(free.free) if free is not None else ()
+    misfit = fit_refusal(cluster.name, pod, args.node, ignored_resources=ignored)
+    if misfit is not None:
+        return f"{where}: {misfit}; not bound"
     facts = pod_facts_from_dict(pod)
     reason = names_table(cluster, facts).reject.get(args.node)
     if reason is None:
         return None
-    return (
-        f"pod {args.pod_namespace}/{args.pod_name} may not run on node {args.node}: {reason}; "
-        "not bound"
-    )
+    return f"{where}: {reason}; not bound"
 
 
 def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:

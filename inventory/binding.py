@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +24,12 @@ import orjson
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from engine import fit
+from engine.podspec import pod_spec_facts, taints_from
 from inventory import sources
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
-from inventory.models import Cluster
+from inventory.models import Cluster, Node
+from inventory.pod_queries import usage_on_node
 
 CLIENT_TTL_SECONDS = 60.0
 logger = logging.getLogger(__name__)
@@ -48,6 +51,55 @@ _targets_lock = threading.Lock()
 
 class BindError(Exception):
     """The binding was not created; the message says why (it goes back to kube-scheduler)."""
+
+
+class BindingFailed(BindError):
+    """The API server's answer to a Binding was not a success. ``status``: its HTTP status
+    (None: no answer — a timeout, a reset connection — so the Binding may have been made)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def refused(self) -> bool:
+        """A 4xx: the API server refused it, the pod is certainly not bound by this call."""
+        return self.status is not None and 400 <= self.status < 500
+
+    @property
+    def conflict(self) -> bool:
+        """Already bound (409) or gone (404): not worth trying again."""
+        return self.status in (404, 409)
+
+
+def create_binding(
+    api: client.CoreV1Api, *, namespace: str, name: str, uid: str, node: str
+) -> None:
+    """Create the pod's Binding to ``node``: the one call both binders make (the extender's
+    bind verb through :func:`bind_pod`, the own scheduler through ``scheduler.kube_io``).
+    Raises :class:`BindingFailed`."""
+    # A plain dict: the client sends it as it is (no model to serialise per pod).
+    metadata = {"name": name, "namespace": namespace}
+    if uid:
+        metadata["uid"] = uid
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": metadata,
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    try:
+        response = api.create_namespaced_binding(
+            namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+        )
+        # Read the Status reply before releasing: an unread body would poison the pooled
+        # keep-alive connection for the next bind.
+        response.data  # noqa: B018
+        response.release_conn()
+    except ApiException as exc:
+        raise BindingFailed(str(classify(exc)), status=exc.status) from None
+    except Exception as exc:
+        raise BindingFailed(str(classify(exc))) from None
 
 
 def _target(cluster_name: str) -> _Target | None:
@@ -79,6 +131,53 @@ def forget_clients() -> None:
     for target in cached:
         if target.api is not None:
             target.api.api_client.close()
+
+
+def fit_refusal(
+    cluster_name: str,
+    pod: Mapping[str, Any],
+    node: str,
+    *,
+    ignored_resources: Iterable[str] = (),
+) -> str | None:
+    """Why ``pod`` (as the API server has it) does not fit ``node`` by kube-scheduler's basic
+    fit (``engine.fit``, the own scheduler's judge): the node's cordon, the pod's nodeName,
+    taints and tolerations, readiness, nodeSelector and required node affinity, host ports, and
+    its requests (cpu, memory, pods, ...) against the node's allocatable less what the pods the
+    inventory has bound there hold. None when it fits. ``ignored_resources``: the managed
+    resources, which the ledger counts instead. Three small reads."""
+    row = (
+        Node.objects.filter(cluster__name=cluster_name, name=node)
+        .order_by()
+        .values_list(
+            "cluster_id", "labels", "taints", "unschedulable", "ready", "allocatable_parsed"
+        )
+        .first()
+    )
+    if row is None:
+        return f"node {node} is not in cluster {cluster_name}'s inventory"
+    cluster_id, labels, taints, unschedulable, ready, allocatable = row
+    target = fit.FitNode(
+        name=node,
+        labels={
+            k: v
+            for k, v in (labels if isinstance(labels, dict) else {}).items()
+            if isinstance(v, str)
+        },
+        taints=taints_from(taints),
+        unschedulable=bool(unschedulable),
+        ready=bool(ready),
+        allocatable={
+            k: v
+            for k, v in (allocatable if isinstance(allocatable, dict) else {}).items()
+            if isinstance(v, int) and not isinstance(v, bool)
+        },
+    )
+    usage = usage_on_node(cluster_id, node)
+    detail = fit.basic_fit(pod_spec_facts(pod), target, usage, ignored_resources=ignored_resources)
+    if detail is None:
+        return None
+    return f"{', '.join(detail.reasons)} ({detail.detail})"
 
 
 def _read_pod(api: client.CoreV1Api, namespace: str, name: str) -> dict[str, Any]:
@@ -145,26 +244,12 @@ def bind_pod(
     if refusal:
         raise BindError(refusal)
     give_back = reserve(pod) if reserve is not None else None
-    body = client.V1Binding(
-        metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
-        target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
-    )
     try:
-        response = target.api.create_namespaced_binding(
-            namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-        )
-        # Read the Status reply before releasing: an unread body would poison the pooled
-        # keep-alive connection for the next bind.
-        response.data  # noqa: B018
-        response.release_conn()
-    except Exception as exc:
-        if (
-            give_back is not None
-            and isinstance(exc, ApiException)
-            and 400 <= (exc.status or 0) < 500
-        ):
+        create_binding(target.api, namespace=namespace, name=name, uid=uid, node=node)
+    except BindingFailed as exc:
+        if give_back is not None and exc.refused:
             try:
                 give_back()
             except Exception:
                 logger.exception("releasing the reservation of %s/%s failed", namespace, name)
-        raise BindError(str(classify(exc))) from exc
+        raise

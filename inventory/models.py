@@ -234,6 +234,8 @@ class Pod(models.Model):
     terminating = models.BooleanField(default=False)
     created_at = models.DateTimeField(null=True, blank=True)
     resource_version = models.CharField(max_length=64, blank=True)
+    # spec.schedulingGates not empty: the own scheduler leaves the pod alone until it is.
+    scheduling_gated = models.BooleanField(default=False)
     last_seen = models.DateTimeField()
 
     class Meta:
@@ -247,6 +249,8 @@ class Pod(models.Model):
         indexes = [
             models.Index(fields=["cluster", "node_name"], name="pod_cluster_node_idx"),
             models.Index(fields=["cluster", "phase"], name="pod_cluster_phase_idx"),
+            # The own scheduler's read of the pods written since its last look.
+            models.Index(fields=["cluster", "last_seen"], name="pod_cluster_seen_idx"),
         ]
         permissions = [("evict_pod", "Can evict pods through the Eviction API")]
 

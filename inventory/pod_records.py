@@ -52,6 +52,8 @@ class PodRecord:
     terminating: bool = False
     created_at: datetime | None = None
     resource_version: str = ""
+    # spec.schedulingGates is not empty: no scheduler may place the pod until they are removed.
+    scheduling_gated: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -154,6 +156,7 @@ def pod_record(obj: Any) -> PodRecord | None:
         terminating=metadata.get("deletionTimestamp") is not None,
         created_at=parse_timestamp(metadata.get("creationTimestamp")),
         resource_version=_text(metadata.get("resourceVersion"), 64),
+        scheduling_gated=bool(spec.get("schedulingGates")),
     )
 
 
@@ -196,6 +199,7 @@ class _Spec(msgspec.Struct):
     tolerations: Any = None
     nodeSelector: Any = None
     affinity: Any = None
+    schedulingGates: Any = None
 
 
 class _Condition(msgspec.Struct):
@@ -271,6 +275,7 @@ def _as_dict(item: _Pod) -> dict[str, Any]:
             "tolerations": s.tolerations,
             "nodeSelector": s.nodeSelector,
             "affinity": s.affinity,
+            "schedulingGates": s.schedulingGates,
         }
     st = item.status
     if st is not None:

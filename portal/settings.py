@@ -524,9 +524,16 @@ SCHEDULER_PERCENTAGE_OF_NODES_TO_SCORE = env_int("SCHEDULER_PERCENTAGE_OF_NODES_
 SCHEDULER_BACKOFF_INITIAL_SECONDS = float(os.environ.get("SCHEDULER_BACKOFF_INITIAL_SECONDS", "1"))
 SCHEDULER_BACKOFF_MAX_SECONDS = float(os.environ.get("SCHEDULER_BACKOFF_MAX_SECONDS", "10"))
 SCHEDULER_METRICS_PORT = env_int("SCHEDULER_METRICS_PORT", 0)
+# The own scheduler places nothing for a cluster until the pod inventory has reported in this
+# long after the scheduler started (a leader, or a cluster given its scheduler name): every
+# watch event sent before it started has then been applied (docs/own-scheduler.md).
+SCHEDULER_VIEW_MARGIN_SECONDS = float(os.environ.get("SCHEDULER_VIEW_MARGIN_SECONDS", "1"))
 
 # Managed resources (docs/managed-resources.md): how long a reservation made at bind counts
 # while the pod inventory has not seen the pod bound, and how often each extender process
 # checks whether its table of free amounts is out of date (a few cheap reads, never per call).
 MANAGED_RESERVATION_SECONDS = float(os.environ.get("MANAGED_RESERVATION_SECONDS", "120"))
 EXTENDER_MANAGED_POLL_SECONDS = float(os.environ.get("EXTENDER_MANAGED_POLL_SECONDS", "0.5"))
+# Scheduler names besides default-scheduler and portal-scheduler whose pods the bind verb binds
+# (a second scheduler generated with another scheduler_name); any other is refused.
+EXTENDER_SCHEDULER_NAMES = env_list("EXTENDER_SCHEDULER_NAMES", "")

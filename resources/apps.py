@@ -11,11 +11,9 @@ class ResourcesConfig(AppConfig):
 
     def ready(self) -> None:
         from inventory import hooks
-        from resources import services
+        from resources import ledger, services
 
         hooks.cluster_deleting.connect(
             services.delete_cluster_resources, dispatch_uid="resources.cluster_deleting"
         )
-        hooks.pods_written.connect(
-            services.confirm_reservations, dispatch_uid="resources.pods_written"
-        )
+        hooks.pods_written.connect(ledger.confirm, dispatch_uid="resources.pods_written")

@@ -4,9 +4,9 @@ scheduler"): the extension ``run_scheduler`` registers with ``scheduler.hooks``.
 Structural: this module does not import the scheduler. For each attempt it reads the free amounts
 once (``accounting.free_by_node``) and rejects the nodes short of what the pod requests with
 the extender's reason (``insufficient <resource>``); when the scheduler picks a node it reserves
-there through ``services.reserve`` — the same check-and-reserve under the cluster's ledger lock
-the extender's bind uses, so the scheduler and every extender replica share one count — and
-gives the reservation back when the binding fails. A reservation the binding confirmed ends when
+there through ``ledger.hold`` — the same check-and-reserve under the cluster's ledger lock the
+extender's bind uses, so the scheduler and every extender replica share one count — and gives
+the reservation back when the binding fails. A reservation the binding confirmed ends when
 the pod inventory sees the pod bound, as for the extender.
 """
 
@@ -19,14 +19,8 @@ from typing import Any
 from engine.managed import insufficient_reason
 from inventory.models import Cluster
 from resources.accounting import free_by_node
-from resources.models import ManagedResource, Reservation
-from resources.services import (
-    InsufficientCapacity,
-    PodRef,
-    release,
-    reservation_seconds,
-    reserve,
-)
+from resources.ledger import Hold, InsufficientCapacity, PodRef, hold, reservation_seconds
+from resources.models import ManagedResource
 
 # How long the set of managed resource names is reused before it is read again.
 NAMES_TTL_SECONDS = 5.0
@@ -44,7 +38,7 @@ class ManagedResourcesExtension:
         # (cluster, pod uid) -> (when, reservations): what to give back if the binding fails.
         # A binding that succeeds leaves its entry to age out (the reservation itself ends when
         # the inventory sees the pod bound, or expires).
-        self._held: dict[tuple[str, str], tuple[float, list[Reservation]]] = {}
+        self._held: dict[tuple[str, str], tuple[float, Hold]] = {}
 
     @property
     def resources(self) -> frozenset[str]:
@@ -87,7 +81,7 @@ class ManagedResourcesExtension:
             return None
         ref = PodRef(pod.namespace, pod.name, pod.uid, dict(pod.spec.requests))
         try:
-            held = reserve(found, ref, node)
+            held = hold(found, ref, node)
         except InsufficientCapacity as error:
             return insufficient_reason(error.resource)
         now = time.monotonic()
@@ -95,11 +89,12 @@ class ManagedResourcesExtension:
             horizon = now - reservation_seconds()
             for key in [k for k, (at, _) in self._held.items() if at < horizon]:
                 del self._held[key]
-            if held:
+            if held is not None:
                 self._held[(cluster, pod.uid)] = (now, held)
         return None
 
     def release(self, cluster: str, pod: Any, node: str) -> None:
         with self._lock:
-            _, held = self._held.pop((cluster, pod.uid), (0.0, []))
-        release(held)
+            entry = self._held.pop((cluster, pod.uid), None)
+        if entry is not None:
+            entry[1].release()

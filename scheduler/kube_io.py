@@ -1,8 +1,8 @@
 """The own scheduler's writes to the API server: Bindings, the PodScheduled condition, Events.
 
 Made with the official client on the cluster's checked credentials (``inventory.kube``); the
-replies are read raw (``_preload_content=False``) as ``inventory.binding`` does, since the
-client cannot deserialise a binding's ``Status`` reply.
+Binding itself is ``inventory.binding.create_binding``, the call the extender's bind makes too;
+the other replies are read raw (``_preload_content=False``) as it does.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from datetime import UTC, datetime
 from itertools import count
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
+from inventory.binding import BindingFailed, create_binding
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
 from inventory.models import Cluster
 from scheduler.queue import QueuedPod
@@ -57,23 +56,10 @@ class ClusterClient:
         self.api.api_client.close()
 
     def bind(self, pod: QueuedPod, node: str) -> None:
-        # A plain dict: the client sends it as it is (no model to serialise per pod).
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-        }
         try:
-            response = self.api.create_namespaced_binding(
-                pod.namespace, body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
-            )
-            response.data  # noqa: B018  (read before the connection goes back to the pool)
-            response.release_conn()
-        except ApiException as exc:
-            raise BindFailed(str(classify(exc)), conflict=exc.status in (404, 409)) from None
-        except Exception as exc:
-            raise BindFailed(str(classify(exc))) from None
+            create_binding(self.api, namespace=pod.namespace, name=pod.name, uid=pod.uid, node=node)
+        except BindingFailed as exc:
+            raise BindFailed(str(exc), conflict=exc.conflict) from None
 
     def mark_unschedulable(self, pod: QueuedPod, message: str) -> None:
         """``PodScheduled=False, reason=Unschedulable`` with kube-scheduler's message."""

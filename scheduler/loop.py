@@ -2,6 +2,9 @@
 
 One pod at a time, as kube-scheduler does (docs/own-scheduler.md):
 
+0. wait for a complete view: nothing is placed until the inventory has listed the nodes and
+   the pods and the pod watcher has reported in since this scheduler started
+   (``ClusterState.view_complete``, kube-scheduler's WaitForCacheSync); then read it all.
 1. ``refresh``: when the inventory moved (the snapshot revision for nodes and policies, the pod
    inventory's change count for pods), re-read what changed (``scheduler.state``), hand the
    pending pods to the queue, and give the unschedulable pods another chance.
@@ -30,10 +33,12 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connections
+from django.utils import timezone
 
 from engine.quantities import format_amount
 from engine.snapshot import Snapshot
@@ -131,6 +136,7 @@ class ClusterScheduler:
         self.next_start = 0
         self.markers: tuple[int, int] | None = None
         self.pods_stale = True
+        self.cluster_moved = False
         self.last_reload = 0.0
         self.last_usage = -1e9
         self.usage_interval = USAGE_RELOAD_SECONDS
@@ -138,6 +144,11 @@ class ClusterScheduler:
         self.held: dict[str, float] = {}  # uid -> monotonic time until which it is not retried
         self.in_flight_binds = 0
         self.statics = StaticVerdicts()
+        # Nothing is placed until the inventory is a complete view as of this scheduler's
+        # start (it became leader, or the cluster got its scheduler name): WaitForCacheSync.
+        self.started_at = timezone.now()
+        self.view_complete = False
+        self.last_view_check = -1e9
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -165,8 +176,13 @@ class ClusterScheduler:
         self._settle(result)
 
     def step(self) -> bool:
-        """Refresh, settle finished bindings, schedule one pod; False when idle."""
+        """Refresh, settle finished bindings, schedule one pod; False when idle (or while the
+        view is not complete yet)."""
         now = time.monotonic()
+        if not self.view_complete and (
+            now - self.last_view_check < POLL_SECONDS or not self._view_ready(now)
+        ):
+            return False
         self.refresh(now)
         self.drain()
         pod = self.queue.pop(now)
@@ -179,6 +195,18 @@ class ClusterScheduler:
     def idle(self) -> bool:
         """Nothing to do right now: no pod ready, no binding under way (tests)."""
         return not self.queue.counts()["active"] and self.in_flight_binds == 0
+
+    def _view_ready(self, now: float) -> bool:
+        """Check once whether the inventory has become a complete view; when it has, read it
+        all (nodes, pending pods, every bound pod) before the first placement."""
+        self.last_view_check = now
+        margin = timedelta(seconds=settings.SCHEDULER_VIEW_MARGIN_SECONDS)
+        if not self.state.view_complete(self.started_at + margin):
+            return False
+        logger.info("scheduler for cluster %s: the inventory is complete; placing", self.name)
+        self.view_complete = True
+        self.refresh(now, force=True)
+        return True
 
     # -- refresh ---------------------------------------------------------------------------
 
@@ -194,6 +222,7 @@ class ClusterScheduler:
             self.state.reload_nodes()
         if changed:
             self.pods_stale = True
+            self.cluster_moved = True  # kept until the next reload, however far off
             self.markers = markers
         if self.pods_stale and (force or now - self.last_reload >= RELOAD_SECONDS):
             self.pods_stale = False
@@ -211,7 +240,8 @@ class ClusterScheduler:
             self.held = {uid: until for uid, until in self.held.items() if until > now}
             exclude = set(self.state.assumed) | set(self.held)
             self.queue.sync(pending, new, now, exclude=exclude)
-            if changed:
+            if self.cluster_moved:
+                self.cluster_moved = False
                 self.queue.cluster_changed(now)
             self._publish_queue()
 

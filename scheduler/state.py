@@ -6,7 +6,10 @@ kube-scheduler's basic fit sees them; ``reload_pods`` reads the pending pods tha
 scheduler and what the pods bound to each node hold of it (``inventory.pod_queries``).
 
 The pending pods' uids are read on every pod change, their specs only when new; the bound
-pods' usage, a read of every bound pod, less often (``loop.ClusterScheduler.refresh``).
+pods' usage, a read of every bound pod, less often (``loop.ClusterScheduler.refresh``), and
+in between the pods written bound since that read (``_catch_up_usage``), so a pod the inventory
+shows bound is counted from the scheduler's next look. Nothing is placed before the view is
+complete (``view_complete``).
 
 The **assumed-pod cache**: a pod the scheduler has placed is counted on its node at once
 (``assume``), before its binding is sent, so that the next pod does not take the same room.
@@ -20,11 +23,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
 from django.db.models import TextField
 from django.db.models.functions import Cast
+from django.utils import timezone
 
 from core.revisions import current_snapshot_revision
 from engine import fit
@@ -34,6 +39,9 @@ from inventory.pod_queries import bound_pods, pending_pods, pod_spec_facts
 from scheduler.queue import QueuedPod
 
 READ_CHUNK = 500  # uids per query (SQLite allows 999 parameters)
+# Between two full reads of the bound pods, the pods written since the previous read (less
+# this margin, for watcher transactions that committed late) are read and counted too.
+WRITE_MARGIN_SECONDS = 0.5
 PENDING_FIELDS = (
     "uid",
     "namespace",
@@ -126,6 +134,27 @@ class ClusterState:
         self.usage: dict[str, fit.NodeUsage] = {}
         self.assumed: dict[str, Assumed] = {}
         self.bound_uids: set[str] = set()
+        self.usage_read_at: datetime | None = None
+
+    # -- is the view complete? -------------------------------------------------------------
+
+    def view_complete(self, since: datetime) -> bool:
+        """Whether the inventory is a complete view to place pods on (kube-scheduler's
+        WaitForCacheSync): the nodes have been listed, the pods have been listed whole, and the
+        pod watcher has reported in (an event or a bookmark applied) at ``since`` or later."""
+        nodes_listed = (
+            Cluster.objects.filter(pk=self.cluster.pk, last_success_at__isnull=False)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        pods = (
+            PodInventory.objects.filter(cluster=self.cluster)
+            .values_list("listed_at", "current_at")
+            .first()
+        )
+        if nodes_listed is None or pods is None or pods[0] is None or pods[1] is None:
+            return False
+        return bool(pods[1] >= since)
 
     # -- change markers --------------------------------------------------------------------
 
@@ -151,10 +180,16 @@ class ClusterState:
         hold of each node and settle the assumptions (module docstring); without, the usage
         read last stays, with the assumptions made since counted on it."""
         now = time.monotonic()
-        pending = pending_pods(self.cluster, scheduler_names=[scheduler_name])
+        # A gated pod (spec.schedulingGates) is not for any scheduler yet: like kube-scheduler's
+        # PreEnqueue, it enters the queue when a pod update shows its gates removed.
+        pending = pending_pods(self.cluster, scheduler_names=[scheduler_name]).filter(
+            scheduling_gated=False
+        )
         pending_uids = set(pending.values_list("uid", flat=True))
         if usage:
             self._reload_usage(pending_uids)
+        else:
+            self._catch_up_usage()
         wanted = [uid for uid in pending_uids if uid not in known and uid not in self.assumed]
         rows: list[Pod] = []
         for start in range(0, len(wanted), READ_CHUNK):
@@ -166,19 +201,11 @@ class ClusterState:
     def _reload_usage(self, pending_uids: set[str]) -> None:
         usage: dict[str, fit.NodeUsage] = {}
         bound: set[str] = set()
+        self.usage_read_at = timezone.now()
         rows = bound_pods(self.cluster).values_list("uid", "node_name", "requests", "host_ports")
         for uid, node, requests, ports in rows.iterator(chunk_size=5000):
             bound.add(uid)
-            entry = usage.get(node)
-            if entry is None:
-                entry = usage[node] = fit.NodeUsage()
-            if isinstance(requests, dict):
-                for resource, value in requests.items():
-                    if isinstance(value, int):
-                        entry.requested[resource] = entry.requested.get(resource, 0) + value
-            entry.pods += 1
-            if ports:
-                entry.host_ports.extend(_ports(ports))
+            _count(usage, node, requests, ports)
         for uid, assumed in list(self.assumed.items()):
             if uid in bound or (assumed.bound_at is not None and uid not in pending_uids):
                 del self.assumed[uid]
@@ -186,6 +213,38 @@ class ClusterState:
             usage.setdefault(assumed.node, fit.NodeUsage()).add(assumed.pod.spec)
         self.usage = usage
         self.bound_uids = bound
+
+    def _catch_up_usage(self) -> None:
+        """Count the pods the inventory has written bound since the last read (another
+        scheduler's, a kubelet's static pods, this scheduler's own once confirmed): between two
+        full reads the usage never lags the pods the scheduler has seen. Pods that left are
+        only forgotten at the next full read (counted a little longer: never an overcommit)."""
+        if self.usage_read_at is None:
+            return
+        since = self.usage_read_at - timedelta(seconds=WRITE_MARGIN_SECONDS)
+        self.usage_read_at = timezone.now()
+        recent = bound_pods(self.cluster).filter(last_seen__gte=since).order_by()
+        # The uids first (no JSON decoded): most were counted by an earlier read.
+        new = [u for u in recent.values_list("uid", flat=True) if u not in self.bound_uids]
+        rows: list[tuple[str, str, Any, Any]] = []
+        for start in range(0, len(new), READ_CHUNK):
+            rows.extend(
+                recent.filter(uid__in=new[start : start + READ_CHUNK]).values_list(
+                    "uid", "node_name", "requests", "host_ports"
+                )
+            )
+        for uid, node, requests, ports in rows:
+            if uid in self.bound_uids:
+                continue
+            self.bound_uids.add(uid)
+            assumed = self.assumed.pop(uid, None)
+            if assumed is not None:
+                if assumed.node == node:
+                    continue  # counted already, as assumed on this node
+                held = self.usage.get(assumed.node)
+                if held is not None:
+                    held.remove(assumed.pod.spec)
+            _count(self.usage, node, requests, ports)
 
     # -- assumptions -----------------------------------------------------------------------
 
@@ -204,6 +263,19 @@ class ClusterState:
             usage = self.usage.get(assumed.node)
             if usage is not None:
                 usage.remove(assumed.pod.spec)
+
+
+def _count(usage: dict[str, fit.NodeUsage], node: str, requests: Any, ports: Any) -> None:
+    entry = usage.get(node)
+    if entry is None:
+        entry = usage[node] = fit.NodeUsage()
+    if isinstance(requests, dict):
+        for resource, value in requests.items():
+            if isinstance(value, int):
+                entry.requested[resource] = entry.requested.get(resource, 0) + value
+    entry.pods += 1
+    if ports:
+        entry.host_ports.extend(_ports(ports))
 
 
 def _ports(raw: Any) -> list[Any]:

@@ -41,7 +41,7 @@ from inventory.models import Cluster
 from policies.compile import current_snapshot
 from policies.content import policy_content
 from policies.models import LabelAssignment, Policy
-from resources.services import managed_names
+from resources.ledger import managed_names
 
 CONFIG_PARAMETERS = [
     OpenApiParameter(

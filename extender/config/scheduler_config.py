@@ -393,3 +393,15 @@ def scheduler_configuration(
             policies.pop("bindVerb", None)
         config["extenders"].insert(0, managed)
     return config
+
+
+def served_scheduler_names() -> frozenset[str]:
+    """The ``schedulerName`` values of the profiles the generated configurations use the
+    extender in: ``default-scheduler`` (the default, kubeadm and native configurations) and the
+    second scheduler's (``portal-scheduler`` unless the ``scheduler_name`` option named
+    another: list that one in ``EXTENDER_SCHEDULER_NAMES``). The bind verb refuses a pod
+    naming any other scheduler."""
+    from django.conf import settings
+
+    extra = getattr(settings, "EXTENDER_SCHEDULER_NAMES", ())
+    return frozenset({"default-scheduler", DEFAULT_SCHEDULER_NAME, *extra})

@@ -184,8 +184,12 @@ def test_bind_answers_the_example_reply(prod: Cluster, monkeypatch: pytest.Monke
         "uid": "8f1c2d3e-4b5a-4c6d-9e8f-0a1b2c3d4e5f",
         "node": A,
     }
-    # The judge the binder is given passes the node for this pod (the node is in the inventory).
-    assert judge({"metadata": {"namespace": "ml", "name": "trainer-7d9c6b5f4-x2k8q"}}) is None
+    # The judge the binder is given passes the node for this pod (the node is in the inventory)
+    # once the pod tolerates the node's taint; the basic fit of the whole pod is judged too.
+    pod = {"metadata": {"namespace": "ml", "name": "trainer-7d9c6b5f4-x2k8q"}}
+    assert "untolerated taint dedicated=batch:NoSchedule" in judge(pod)
+    toleration = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+    assert judge({**pod, "spec": {"tolerations": [toleration]}}) is None
 
 
 VERB_REQUESTS = [

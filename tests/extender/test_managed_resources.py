@@ -239,3 +239,56 @@ def test_generated_configuration_has_one_binder(cluster: Cluster, admin_client: 
     binders = [e for e in config.json()["extenders"] if "bindVerb" in e]
     assert len(binders) == 1
     assert binders[0]["managedResources"][0]["ignoredByScheduler"] is True
+
+
+def preempt_call(pod: dict, victims: dict[str, list[str]]) -> dict[str, Any]:
+    body = {
+        "Pod": pod,
+        "NodeNameToMetaVictims": {
+            node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0}
+            for node, uids in victims.items()
+        },
+    }
+    response = call("/extender/prod/preempt", body)
+    assert response.status == 200, response.body
+    return response.json()["NodeNameToMetaVictims"]
+
+
+def test_preempt_credits_back_what_the_victims_hold(cluster: Cluster) -> None:
+    # lic-1's 2 licenses: one held by a bound pod, one by a reservation; lic-2's 1 by a pod;
+    # plain-1 runs a pod holding no license.
+    apply_pods(
+        cluster,
+        [
+            pod_object("a", node="lic-1"),
+            pod_object("b", node="lic-2"),
+            pod_object("c", node="plain-1", licenses=0),
+        ],
+    )
+    from resources.ledger import PodRef, reserve
+
+    reserve(cluster, PodRef("ml", "r", "uid-r", {LICENSE: 1}), "lic-1")
+    managed.refresh_now(force=True)
+    assert filter_call(pod_object("p"))["NodeNames"] == []  # nothing free anywhere
+    kept = preempt_call(
+        pod_object("p"),
+        {
+            "lic-1": ["uid-a"],  # a's license comes back: fits
+            "lic-2": ["uid-b"],  # b's license comes back: fits
+            "lic-3": ["uid-x"],  # no license there at all
+            "plain-1": ["uid-c"],  # c holds no license: evicting it gives none
+        },
+    )
+    assert sorted(kept) == ["lic-1", "lic-2"]
+    assert kept["lic-1"]["Pods"] == [{"UID": "uid-a"}]
+    # A victim's license on another node is no credit here; a reservation's pod is a victim
+    # like any other.
+    assert sorted(preempt_call(pod_object("p"), {"lic-2": ["uid-a"], "lic-1": ["uid-r"]})) == [
+        "lic-1"
+    ]
+    # Two licenses wanted: one victim's license on lic-1 is not enough, both are.
+    two = pod_object("q", licenses=2)
+    assert preempt_call(two, {"lic-1": ["uid-a"]}) == {}
+    assert sorted(preempt_call(two, {"lic-1": ["uid-a", "uid-r"]})) == ["lic-1"]
+    # A pod requesting nothing managed: unchanged.
+    assert sorted(preempt_call(pod_object("z", licenses=0), {"plain-1": ["uid-c"]})) == ["plain-1"]

@@ -142,3 +142,170 @@ def test_every_verb_takes_json_only(
     assert kube.bindings == []
     ok = call(f"/extender/prod/{verb}", body, content_type="application/json; charset=utf-8")
     assert ok.status == 200
+
+
+# --- the pod's own constraints: kube-scheduler's basic fit, judged again at bind -------------
+
+
+def _pod(name: str, **spec: Any) -> dict[str, Any]:
+    resources = spec.pop("requests", {"cpu": "100m"})
+    return {
+        "metadata": {"namespace": "apps", "name": name, "uid": f"u-{name}"},
+        "spec": {
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": resources}}],
+            **spec,
+        },
+    }
+
+
+@pytest.fixture
+def fitting(
+    db: Any,
+    extender: None,  # noqa: F811
+    make_kube_cluster: Any,
+    kube: FakeKubeServer,
+) -> Iterator[Any]:
+    from inventory.pod_records import pod_record
+    from inventory.pod_services import pods_apply
+
+    cluster = make_kube_cluster("fit", bind_enabled=True)
+    small = {"cpu": "2", "memory": "4Gi", "pods": "3"}
+    cordoned = node_object("cordoned", {"pool": "cpu"}, allocatable=small)
+    cordoned["spec"] = {"unschedulable": True}
+    control = node_object("control", {"pool": "cpu"}, allocatable=small)
+    control["spec"] = {
+        "taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+    }
+    draining = node_object("draining", {"pool": "cpu"}, allocatable=small)
+    draining["spec"] = {"taints": [{"key": "drain", "value": "yes", "effect": "NoExecute"}]}
+    load_nodes(
+        cluster,
+        [
+            node_object("cpu-1", {"pool": "cpu", "zone": "a"}, allocatable=small),
+            node_object("busy", {"pool": "cpu"}, allocatable=small),
+            cordoned,
+            control,
+            draining,
+        ],
+    )
+    # Already on "busy": 1.5 of 2 cpu, 3 Gi of 4 Gi memory, 2 of 3 pods.
+    running = [
+        {
+            **_pod(f"run-{i}", nodeName="busy", requests={"cpu": "750m", "memory": "1536Mi"}),
+            "status": {"phase": "Running"},
+        }
+        for i in range(2)
+    ]
+    records = [r for r in (pod_record(o) for o in running) if r is not None]
+    pods_apply(cluster=cluster, records=records)
+    binding.forget_clients()
+    reload()
+    yield cluster
+    binding.forget_clients()
+
+
+@pytest.mark.parametrize(
+    ("spec", "node", "reason"),
+    [
+        ({"nodeSelector": {"pool": "gpu"}}, "cpu-1", "didn't match Pod's node affinity/selector"),
+        (
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [
+                                {
+                                    "matchExpressions": [
+                                        {"key": "zone", "operator": "In", "values": ["b"]}
+                                    ]
+                                }
+                            ]
+                        }
+                    }
+                }
+            },
+            "cpu-1",
+            "didn't match Pod's node affinity/selector",
+        ),
+        ({}, "control", "untolerated taint node-role.kubernetes.io/control-plane"),
+        ({}, "draining", "untolerated taint drain"),
+        ({}, "cordoned", "node(s) were unschedulable"),
+        ({"requests": {"cpu": "1"}}, "busy", "Insufficient cpu"),
+        ({"requests": {"memory": "2Gi"}}, "busy", "Insufficient memory"),
+        ({"requests": {"cpu": "3"}}, "cpu-1", "Insufficient cpu"),
+        ({"nodeName": "cpu-1"}, "busy", "didn't match the requested node name"),
+    ],
+    ids=[
+        "nodeSelector",
+        "required-affinity",
+        "NoSchedule-taint",
+        "NoExecute-taint",
+        "unschedulable",
+        "cpu-with-pods-on-node",
+        "memory-with-pods-on-node",
+        "cpu-allocatable",
+        "nodeName",
+    ],
+)
+def test_bind_refuses_what_the_pods_own_constraints_forbid(
+    fitting: Any, kube: FakeKubeServer, spec: dict[str, Any], node: str, reason: str
+) -> None:
+    kube.add_pod(_pod("p", **spec))
+    response = call("/extender/fit/bind", bind_args("apps", "p", node, "u-p"))
+    assert response.error.startswith(f"pod apps/p may not run on node {node}: ")
+    assert reason in response.error
+    assert response.error.endswith("; not bound")
+    assert kube.bindings == []
+
+
+def test_bind_counts_the_pods_on_the_node_against_allocatable_pods(
+    fitting: Any, kube: FakeKubeServer
+) -> None:
+    kube.add_pod(_pod("third", requests={"cpu": "100m"}))
+    kube.add_pod(_pod("fourth", requests={"cpu": "100m"}))
+    assert call("/extender/fit/bind", bind_args("apps", "third", "busy", "u-third")).error == ""
+    from inventory.pod_records import pod_record
+    from inventory.pod_services import pods_apply
+
+    third = {**_pod("third", nodeName="busy"), "status": {"phase": "Running"}}
+    pods_apply(cluster=fitting, records=[pod_record(third)])  # the watcher saw it bound
+    error = call("/extender/fit/bind", bind_args("apps", "fourth", "busy", "u-fourth")).error
+    assert "Too many pods" in error
+    assert error.endswith("; not bound")
+    assert [b.pod for b in kube.bindings] == ["third"]
+
+
+def test_bind_accepts_a_pod_whose_constraints_the_node_meets(
+    fitting: Any, kube: FakeKubeServer
+) -> None:
+    tolerant = _pod(
+        "tolerant",
+        nodeSelector={"pool": "cpu"},
+        tolerations=[{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists"}],
+    )
+    kube.add_pod(tolerant)
+    assert call("/extender/fit/bind", bind_args("apps", "tolerant", "control")).error == ""
+    assert [(b.pod, b.node) for b in kube.bindings] == [("tolerant", "control")]
+
+
+@pytest.mark.parametrize("scheduler", ["volcano", "my-own-scheduler"])
+def test_bind_refuses_a_pod_naming_another_scheduler(
+    fitting: Any, kube: FakeKubeServer, scheduler: str
+) -> None:
+    kube.add_pod(_pod("other", schedulerName=scheduler))
+    response = call("/extender/fit/bind", bind_args("apps", "other", "cpu-1"))
+    assert response.error == (
+        f"pod apps/other names scheduler {scheduler!r}, which this extender does not serve; "
+        "not bound"
+    )
+    assert kube.bindings == []
+
+
+def test_bind_serves_the_default_and_the_configured_scheduler_names(
+    fitting: Any, kube: FakeKubeServer, settings: Any
+) -> None:
+    settings.EXTENDER_SCHEDULER_NAMES = ["my-own-scheduler"]
+    for i, scheduler in enumerate(["default-scheduler", "portal-scheduler", "my-own-scheduler"]):
+        kube.add_pod(_pod(f"s{i}", schedulerName=scheduler))
+        assert call("/extender/fit/bind", bind_args("apps", f"s{i}", "cpu-1")).error == ""
+    assert len(kube.bindings) == 3

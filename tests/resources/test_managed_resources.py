@@ -14,14 +14,8 @@ from core.models import AuditEntry
 from engine.labels import resource_name_errors
 from inventory.models import Cluster
 from resources.accounting import free_by_node, usage
+from resources.ledger import InsufficientCapacity, PodRef, expire, release, reserve
 from resources.models import Reservation
-from resources.services import (
-    InsufficientCapacity,
-    PodRef,
-    expire_reservations,
-    release,
-    reserve,
-)
 from resources.validation import clean_managed_resource
 from tests.factories import make_cluster
 from tests.resources.support import (
@@ -183,7 +177,7 @@ def test_a_reservation_whose_pod_never_appears_expires(cluster: Cluster, setting
     # and a later bind may take the license, the expired row being dropped on the way
     reserve(cluster, PodRef("ml", "real", "uid-real", {LICENSE: 1}), "lic-2")
     assert list(Reservation.objects.values_list("pod_name", flat=True)) == ["real"]
-    assert expire_reservations(cluster) == 0
+    assert expire(cluster) == 0
 
 
 def test_api_writes_are_versioned_and_audited(cluster: Cluster, admin_client: Any) -> None:

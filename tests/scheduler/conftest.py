@@ -35,6 +35,13 @@ def _fresh_caches() -> Iterator[None]:
     forget()
 
 
+@pytest.fixture(autouse=True)
+def _view_margin(settings: Any) -> None:
+    """The harness applies every watch event before it steps the scheduler: no margin needed
+    for events in flight (tests/scheduler/test_view.py sets one where it matters)."""
+    settings.SCHEDULER_VIEW_MARGIN_SECONDS = 0
+
+
 @pytest.fixture
 def kube() -> Iterator[FakeKubeServer]:
     with FakeKubeServer(bookmark_interval=0.2) as server:

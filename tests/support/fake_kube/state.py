@@ -407,6 +407,12 @@ class ClusterState:
                     f'Operation cannot be fulfilled on pods/binding "{pod}": pod {pod} is '
                     f'already assigned to node "{bound}"',
                 )
+            if stored is not None and stored.obj.get("spec", {}).get("schedulingGates"):
+                raise ApiError(
+                    409,
+                    f'Operation cannot be fulfilled on pods/binding "{pod}": pod {pod} has '
+                    "non-empty .spec.schedulingGates",
+                )
             if stored is not None:
                 stored_uid = stored.obj["metadata"].get("uid")
                 if uid and uid != stored_uid:

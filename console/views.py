@@ -59,6 +59,7 @@ def explain_view(request: HttpRequest) -> HttpResponse:
                 title="How many passing nodes got each score 0..10",
                 unit="nodes with this score",
                 highlight="",
+                counts=True,
             )
     return TemplateResponse(request, "console/explain.html", context)
 

@@ -60,6 +60,7 @@ def explain_view(request: HttpRequest) -> HttpResponse:
                 unit="nodes with this score",
                 highlight="",
                 counts=True,
+                width=330,  # 11 bars: text about its own size from a phone to a desktop
             )
     return TemplateResponse(request, "console/explain.html", context)
 

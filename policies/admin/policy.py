@@ -117,7 +117,9 @@ def requeue_followups(policy: Policy | None) -> list[dict[str, Any]]:
     reads as the Pending page's (docs/operations.md, "Requeue after a change")."""
     if policy is None or policy.pk is None:
         return []
-    clusters = [policy.cluster] if policy.cluster_id else list(Cluster.objects.order_by("name"))
+    clusters = (
+        [policy.cluster] if policy.cluster is not None else list(Cluster.objects.order_by("name"))
+    )
     found = (requeue_followup(cluster, after=policy.updated_at) for cluster in clusters)
     return [followup for followup in found if followup is not None]
 

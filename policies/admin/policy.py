@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlencode
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
@@ -25,6 +25,7 @@ from django.utils.safestring import SafeString, mark_safe
 from core.admin import EMPTY, PortalHistory, ServiceWriteMixin
 from engine.preview import enforcement
 from engine.sampling import hidden_rules
+from inventory import sources
 from inventory.models import Cluster
 from inventory.pod_queries import requeue_followup
 from policies.admin.common import HISTORY_FIELDS, cluster_display, version_rows
@@ -410,3 +411,22 @@ class PolicyAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, PolicyAction
         # Point the admin's object at the saved row so its redirect and log entry work.
         form.instance.pk = saved.pk
         form.instance.version = saved.version
+        requeued = [
+            cluster.name
+            for cluster in (
+                [saved.cluster] if saved.cluster is not None else Cluster.objects.order_by("name")
+            )
+            if cluster.requeue_pending and sources.of(cluster).live
+        ]
+        if requeued:
+            self.message_user(
+                request,
+                format_html(
+                    "Pending pods this change frees are retried on {} at once; "
+                    '<a href="{}">the policy\'s page</a> says how many got placed and which '
+                    "still wait.",
+                    ", ".join(requeued),
+                    reverse("admin:policies_policy_change", args=[saved.pk]),
+                ),
+                messages.INFO,
+            )

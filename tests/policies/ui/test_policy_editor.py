@@ -405,3 +405,20 @@ def test_the_policy_page_follows_the_requeue_its_change_started(admin_client: Cl
     assert "<strong>2 of 3</strong> pods placed in 2 s." in html
     assert "Still waiting (1): web/p2 — “0/3 nodes are available.”" in html
     assert "/admin/pending/?cluster=prod" in html
+
+
+def test_the_save_message_says_the_freed_pods_are_followed(admin_client: Client, db: None) -> None:
+    """After a save, where the portal requeues the pods a change frees (a live cluster with
+    requeue on), the message says so and links the policy's page that follows them."""
+    from inventory.models import ClusterSource
+
+    Cluster.objects.create(name="live", source=ClusterSource.KUBERNETES, in_cluster=True)
+    Cluster.objects.create(name="quiet", source=ClusterSource.KUBERNETES, requeue_pending=False)
+    Cluster.objects.create(name="static", source=ClusterSource.STATIC)
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update(name="web-anywhere", mode="enforce", enabled="on", namespaces="web")
+    response = admin_client.post(admin_url(Policy, "add"), data, follow=True)
+    policy = Policy.objects.get(name="web-anywhere")
+    html = response.content.decode()
+    assert "Pending pods this change frees are retried on live at once" in html
+    assert f'<a href="{change_url(policy)}">the policy\'s page</a>' in html

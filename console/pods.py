@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Max, Q
+from django.db.models import Max, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -25,6 +25,7 @@ from inventory import sources
 from inventory.display import freshness, plain_error
 from inventory.evict import MAX_PER_REQUEST, pods_evict, protected_namespaces, stored_pods
 from inventory.models import Cluster, Node, Pod, PodInventory
+from inventory.pod_queries import placed_since
 from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
 from policies.models import Policy
 
@@ -126,14 +127,10 @@ def requeue_outcome(
     the Pending pods the portal leaves nodes still wait, with kube-scheduler's word on them."""
     if inventory is None or inventory.nudged_at is None:
         return None
-    since = inventory.nudged_at.replace(microsecond=0)  # conditions have second resolution
-    placed = Pod.objects.filter(
-        cluster=cluster, scheduled_status="True", scheduled_since__gte=since
-    ).aggregate(count=Count("pk"), last=Max("scheduled_since"))
+    placed, seconds = placed_since(cluster, inventory.nudged_at)
     waiting = [row for row in rows if not row.held]
-    seconds = (placed["last"] - since).total_seconds() if placed["last"] is not None else None
     return {
-        "placed": placed["count"],
+        "placed": placed,
         "nudged": inventory.nudged_pods,
         "seconds": seconds,
         "waiting": waiting[:SHOWN_WAITING],

@@ -59,6 +59,8 @@ def explain_view(request: HttpRequest) -> HttpResponse:
                 title="How many passing nodes got each score 0..10",
                 unit="nodes with this score",
                 highlight="",
+                counts=True,
+                width=330,  # 11 bars: text about its own size from a phone to a desktop
             )
     return TemplateResponse(request, "console/explain.html", context)
 

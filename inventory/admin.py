@@ -271,7 +271,7 @@ class NodeAdmin(NodeAdminExtras):
         "name",
         "cluster",
         "ready",
-        "unschedulable",
+        "cordoned",
         "zone",
         "instance_type",
         "cpu",
@@ -409,6 +409,11 @@ class NodeAdmin(NodeAdminExtras):
             else:
                 queryset = queryset.filter(Q(name__icontains=term) | Q(labels__has_key=term))
         return queryset, False
+
+    # kubectl's word for spec.unschedulable: a shorter column than the field's name.
+    @admin.display(description="cordoned", boolean=True, ordering="unschedulable")
+    def cordoned(self, obj: Node) -> bool:
+        return obj.unschedulable
 
     @admin.display(description="zone")
     def zone(self, obj: Node) -> str:

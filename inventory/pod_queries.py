@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Count, Max, QuerySet
 
 from engine.fit import NodeUsage
 from engine.pods import PodFacts
@@ -171,3 +171,39 @@ def pod_spec_facts(pod: Pod) -> PodSpecFacts:
         priority=pod.priority,
         scheduler_name=pod.scheduler_name or "default-scheduler",
     )
+
+
+def placed_since(cluster: Cluster, since: Any) -> tuple[int, float | None]:
+    """How many pods kube-scheduler placed since ``since`` (their PodScheduled condition turned
+    True at or after it, second resolution) and how many seconds after it the last one was."""
+    since = since.replace(microsecond=0)  # conditions have second resolution
+    placed = Pod.objects.filter(
+        cluster=cluster, scheduled_status="True", scheduled_since__gte=since
+    ).aggregate(count=Count("pk"), last=Max("scheduled_since"))
+    last = placed["last"]
+    return placed["count"], (last - since).total_seconds() if last is not None else None
+
+
+WAITING_SHOWN = 10
+
+
+def requeue_followup(cluster: Cluster, *, after: Any = None) -> dict[str, Any] | None:
+    """What followed the cluster's last requeue nudge, when it came at or after ``after`` (a
+    change's time): the pods placed since and how long it took, and the Pending pods that still
+    wait with kube-scheduler's last word on each (the first few). None without such a nudge."""
+    inventory = PodInventory.objects.filter(cluster=cluster).first()
+    if inventory is None or inventory.nudged_at is None:
+        return None
+    if after is not None and inventory.nudged_at < after.replace(microsecond=0):
+        return None
+    placed, seconds = placed_since(cluster, inventory.nudged_at)
+    waiting = pending_pods(cluster).order_by("namespace", "name")
+    return {
+        "cluster": cluster,
+        "nudged_at": inventory.nudged_at,
+        "nudged": inventory.nudged_pods,
+        "placed": placed,
+        "seconds": seconds,
+        "waiting": list(waiting.values("namespace", "name", "scheduled_message")[:WAITING_SHOWN]),
+        "waiting_count": waiting.count(),
+    }

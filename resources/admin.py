@@ -14,6 +14,7 @@ from engine.assignment_checks import assignment_warnings
 from engine.assignments import node_selector_from_dict
 from engine.errors import EngineValidationError
 from inventory.models import Node
+from policies.formfields import ListTextField, RequirementsTextField
 from resources.models import ManagedResource, ManagedResourceVersion, Reservation
 from resources.services import (
     managed_resource_create,
@@ -22,8 +23,31 @@ from resources.services import (
 )
 from resources.validation import clean_managed_resource
 
+# Where the validators' errors about the selector are shown.
+SELECTOR_FIELDS = {
+    "node_selector": "node_expressions",
+    "node_selector.match_expressions": "node_expressions",
+    "node_selector.node_names": "node_names",
+}
+
 
 class ManagedResourceForm(forms.ModelForm):
+    """A managed resource; its node selector typed as the label editors type theirs (node
+    name globs, one ``key Operator values`` requirement per line), not as JSON."""
+
+    node_names = ListTextField(
+        label="Node names",
+        help_text="Globs, comma-separated or one per line, e.g. <code>gpu-*, lic-?</code>.",
+        widget=forms.TextInput(attrs={"size": 60, "placeholder": "gpu-*"}),
+    )
+    node_expressions = RequirementsTextField(
+        label="Node label expressions",
+        help_text="One per line: <code>key Operator values</code> with In, NotIn, Exists, "
+        "DoesNotExist, Gt or Lt, e.g. <code>nvidia.com/gpu.product In A100-SXM4-40GB</code>. "
+        "Nothing here and no names: every node of the cluster. Keys are checked against the "
+        "cluster's node labels.",
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+    )
     # The label editors' typo hold (engine.assignment_checks): a selector naming a label no
     # node of the cluster carries, or matching no node, is held until this is ticked.
     confirm_warnings = forms.BooleanField(
@@ -35,14 +59,27 @@ class ManagedResourceForm(forms.ModelForm):
 
     class Meta:
         model = ManagedResource
-        fields = ["cluster", "name", "description", "node_selector", "capacity", "capacity_label"]
+        fields = ["cluster", "name", "description", "capacity", "capacity_label"]
         help_texts = {
-            "node_selector": 'JSON: {"node_names": ["gpu-*"], "match_expressions": [{"key": '
-            '"nvidia.com/gpu.product", "operator": "In", "values": ["A100-SXM4-40GB"]}]}; '
-            "empty: every node. Keys are checked against the cluster's node labels.",
             "capacity": "A whole quantity every selected node has; empty: only the label.",
             "capacity_label": "A node label whose value is the node's quantity (wins).",
         }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        selector = (self.instance.node_selector or {}) if self.instance.pk else {}
+        self.fields["node_names"].initial = selector.get("node_names") or []
+        self.fields["node_expressions"].initial = selector.get("match_expressions") or []
+
+    def node_selector(self) -> dict[str, Any]:
+        """The selector the two fields describe; empty (every node) when both are."""
+        data = self.cleaned_data
+        selector: dict[str, Any] = {}
+        if data.get("node_names"):
+            selector["node_names"] = data["node_names"]
+        if data.get("node_expressions"):
+            selector["match_expressions"] = data["node_expressions"]
+        return selector
 
     def content(self) -> dict:
         data = self.cleaned_data
@@ -51,7 +88,7 @@ class ManagedResourceForm(forms.ModelForm):
             "cluster": cluster.name if cluster is not None else None,
             "name": data.get("name"),
             "description": data.get("description") or "",
-            "node_selector": data.get("node_selector") or {},
+            "node_selector": self.node_selector(),
             "capacity": data.get("capacity") or None,
             "capacity_label": data.get("capacity_label") or "",
         }
@@ -63,14 +100,14 @@ class ManagedResourceForm(forms.ModelForm):
         except ContentError as exc:
             errors: dict[str, list[str]] = {}
             for key, messages in exc.errors.items():
-                field = key.split(".")[0]
+                field = SELECTOR_FIELDS.get(key.split("[")[0], key.split(".")[0])
                 errors.setdefault(field if field in self.fields else "__all__", []).extend(messages)
             raise ValidationError(errors) from None
         warnings = self.selector_warnings()
         if warnings and not cleaned.get("confirm_warnings"):
             raise ValidationError(
                 {
-                    "node_selector": [
+                    "node_expressions": [
                         *warnings,
                         "Not saved yet: fix the selector, or tick “Save anyway” and save again.",
                     ]
@@ -82,7 +119,7 @@ class ManagedResourceForm(forms.ModelForm):
         """The label editors' checks of the node selector over the cluster's nodes (observed
         labels): a key no node carries (with the nearest one), a value none has, no match."""
         cluster = self.cleaned_data.get("cluster")
-        raw = self.cleaned_data.get("node_selector") or {}
+        raw = self.node_selector()
         if cluster is None or not raw:
             return []
         try:
@@ -100,6 +137,17 @@ class ManagedResourceForm(forms.ModelForm):
 @admin.register(ManagedResource)
 class ManagedResourceAdmin(admin.ModelAdmin):
     form = ManagedResourceForm
+    fields = (
+        "cluster",
+        "name",
+        "description",
+        "node_names",
+        "node_expressions",
+        "capacity",
+        "capacity_label",
+        "confirm_warnings",
+        "version",
+    )
     list_display = ("name", "cluster", "capacity", "capacity_label", "version", "updated_at")
     list_filter = ("cluster",)
     search_fields = ("name",)

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlencode
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.utils import flatten_fieldsets
 from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet
@@ -25,6 +25,9 @@ from django.utils.safestring import SafeString, mark_safe
 from core.admin import EMPTY, PortalHistory, ServiceWriteMixin
 from engine.preview import enforcement
 from engine.sampling import hidden_rules
+from inventory import sources
+from inventory.models import Cluster
+from inventory.pod_queries import requeue_followup
 from policies.admin.common import HISTORY_FIELDS, cluster_display, version_rows
 from policies.admin.draft import (
     CONFIRM_FIELD,
@@ -107,6 +110,19 @@ class WeightRuleInline(RuleInline):
 
 
 ENFORCEMENT = "Where each rule is enforced"
+
+
+def requeue_followups(policy: Policy | None) -> list[dict[str, Any]]:
+    """For each cluster the policy applies to whose pods were requeued since the policy last
+    changed: what followed (pods placed, in how long, which still wait and why) — the same
+    reads as the Pending page's (docs/operations.md, "Requeue after a change")."""
+    if policy is None or policy.pk is None:
+        return []
+    clusters = (
+        [policy.cluster] if policy.cluster is not None else list(Cluster.objects.order_by("name"))
+    )
+    found = (requeue_followup(cluster, after=policy.updated_at) for cluster in clusters)
+    return [followup for followup in found if followup is not None]
 
 
 @admin.register(Policy)
@@ -315,6 +331,7 @@ class PolicyAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, PolicyAction
         context["preview_button"] = PREVIEW_BUTTON
         context["preview_url"] = reverse("admin:policies_policy_preview")
         context["editor_hints"] = editor_hints(context.get("original"))
+        context["requeue_followups"] = requeue_followups(original)
         return super().render_change_form(request, context, *args, **kwargs)
 
     def get_urls(self) -> list:
@@ -394,3 +411,22 @@ class PolicyAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, PolicyAction
         # Point the admin's object at the saved row so its redirect and log entry work.
         form.instance.pk = saved.pk
         form.instance.version = saved.version
+        requeued = [
+            cluster.name
+            for cluster in (
+                [saved.cluster] if saved.cluster is not None else Cluster.objects.order_by("name")
+            )
+            if cluster.requeue_pending and sources.of(cluster).live
+        ]
+        if requeued:
+            self.message_user(
+                request,
+                format_html(
+                    "Pending pods this change frees are retried on {} at once; "
+                    '<a href="{}">the policy\'s page</a> says how many got placed and which '
+                    "still wait.",
+                    ", ".join(requeued),
+                    reverse("admin:policies_policy_change", args=[saved.pk]),
+                ),
+                messages.INFO,
+            )

@@ -95,3 +95,15 @@ def test_a_viewer_gets_no_save_link(client: Client) -> None:
     client.force_login(viewer)
     html = client.get("/admin/explain/?cluster=demo&namespace=ml").content.decode()
     assert "Save as an expectation" not in html
+
+
+@pytest.mark.usefixtures("demo")
+def test_the_score_histogram_writes_its_counts(admin_client: Client) -> None:
+    """Each score's count of passing nodes is written on the chart, not only in a tooltip,
+    and the counts add up to the passing nodes."""
+    html = admin_client.get("/admin/explain/?cluster=demo&namespace=web").content.decode()
+    passed, _ = summary_counts(html)
+    counts = re.findall(r'class="chart-count" text-anchor="middle">(\d+)</text>', html)
+    assert len(counts) == 11  # scores 0..10
+    assert sum(map(int, counts)) == passed > 0
+    assert 'text-anchor="middle">10</text></svg>' in html  # the last score's label

@@ -87,8 +87,8 @@ def test_a_selector_key_no_node_carries_is_held_before_save(
         "cluster": str(cluster.pk),
         "name": "example.com/seat",
         "description": "",
-        "node_selector": '{"match_expressions": [{"key": "example.com/licence", '
-        '"operator": "Exists"}]}',
+        "node_names": "",
+        "node_expressions": "example.com/licence Exists",
         "capacity": "2",
         "capacity_label": "",
     }
@@ -102,3 +102,39 @@ def test_a_selector_key_no_node_carries_is_held_before_save(
     saved = admin_client.post(url, {**data, "confirm_warnings": "on"})
     assert saved.status_code == 302
     assert ManagedResource.objects.filter(name="example.com/seat").exists()
+
+
+def test_the_node_selector_is_edited_as_names_and_requirement_lines(
+    cluster: Any, admin_client: Any
+) -> None:
+    """Not JSON: node name globs and one ``key Operator values`` per line, as the label
+    editors; the stored selector is shown back the same way, and a bad line is named."""
+    from resources.models import ManagedResource
+
+    url = "/admin/resources/managedresource/add/"
+    data = {
+        "cluster": str(cluster.pk),
+        "name": "example.com/seat",
+        "description": "",
+        "node_names": "lic-*",
+        "node_expressions": "example.com/licenses Exists\nexample.com/licenses gt 0",
+        "capacity": "2",
+        "capacity_label": "",
+    }
+    form = admin_client.get(url).content.decode()
+    assert 'name="node_expressions"' in form
+    assert 'name="node_selector"' not in form
+    bad = admin_client.post(url, {**data, "node_expressions": "example.com/licenses Has 1"})
+    assert bad.status_code == 200
+    assert "Line 1: unknown operator &#x27;Has&#x27;" in bad.content.decode()
+    assert admin_client.post(url, data).status_code == 302
+    saved = ManagedResource.objects.get(name="example.com/seat")
+    assert saved.node_selector == {
+        "node_names": ["lic-*"],
+        "match_expressions": [
+            {"key": "example.com/licenses", "operator": "Exists", "values": []},
+            {"key": "example.com/licenses", "operator": "Gt", "values": ["0"]},
+        ],
+    }
+    page = admin_client.get(f"/admin/resources/managedresource/{saved.pk}/change/").content
+    assert "example.com/licenses Gt 0" in page.decode()

@@ -359,3 +359,66 @@ def test_a_save_that_breaks_running_pods_or_holds_pending_ones_is_confirmed_firs
     assert confirmed.status_code == 302
     assert Policy.objects.filter(name="ml-off-a100").exists()
     forget()
+
+
+def test_the_policy_page_follows_the_requeue_its_change_started(admin_client: Client) -> None:
+    """After a change frees pods and the portal asks kube-scheduler to retry them, the policy's
+    own page says how many got placed and in how long, and which still wait with
+    kube-scheduler's last word (a nudge from before the change is not this change's)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from inventory.pod_services import pod_inventory_listed, pod_inventory_nudged, pods_apply
+    from policies.services import policy_create
+    from tests.console.test_pods import simple_pod
+
+    cluster = Cluster.objects.create(name="prod")
+    policy = policy_create(
+        actor=None,
+        data={"name": "web-anywhere", "cluster": "prod", "pod_selector": {"namespaces": ["web"]}},
+    )
+    before = (timezone.now() - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pods_apply(
+        cluster=cluster,
+        records=[
+            simple_pod(f"p{i}", at=before, message="0/3 nodes are available.") for i in range(3)
+        ],
+        replace=True,
+    )
+    pod_inventory_listed(cluster, resource_version="1", seen=3)
+    pod_inventory_nudged(
+        cluster, at=policy.updated_at - timedelta(minutes=1), pods=3, revision=1, node="n"
+    )
+    html = admin_client.get(change_url(policy)).content.decode()
+    assert "After this change" not in html  # that nudge came before the change
+
+    nudged = timezone.now().replace(microsecond=0) + timedelta(seconds=1)
+    pod_inventory_nudged(cluster, at=nudged, pods=3, revision=2, node="n")
+    placed = (nudged + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pods_apply(
+        cluster=cluster,
+        records=[simple_pod(f"p{i}", node="n", at=placed, rv="2") for i in range(2)],
+    )
+    html = admin_client.get(change_url(policy)).content.decode()
+    assert "<strong>After this change</strong> on prod" in html
+    assert "<strong>2 of 3</strong> pods placed in 2 s." in html
+    assert "Still waiting (1): web/p2 — “0/3 nodes are available.”" in html
+    assert "/admin/pending/?cluster=prod" in html
+
+
+def test_the_save_message_says_the_freed_pods_are_followed(admin_client: Client, db: None) -> None:
+    """After a save, where the portal requeues the pods a change frees (a live cluster with
+    requeue on), the message says so and links the policy's page that follows them."""
+    from inventory.models import ClusterSource
+
+    Cluster.objects.create(name="live", source=ClusterSource.KUBERNETES, in_cluster=True)
+    Cluster.objects.create(name="quiet", source=ClusterSource.KUBERNETES, requeue_pending=False)
+    Cluster.objects.create(name="static", source=ClusterSource.STATIC)
+    data = form_data(admin_client.get(admin_url(Policy, "add")))
+    data.update(name="web-anywhere", mode="enforce", enabled="on", namespaces="web")
+    response = admin_client.post(admin_url(Policy, "add"), data, follow=True)
+    policy = Policy.objects.get(name="web-anywhere")
+    html = response.content.decode()
+    assert "Pending pods this change frees are retried on live at once" in html
+    assert f'<a href="{change_url(policy)}">the policy\'s page</a>' in html

@@ -212,7 +212,6 @@ def cluster_create(*, actor: Any, data: Mapping[str, Any]) -> Cluster:
     return cluster
 
 
-@transaction.atomic
 def _check_cluster_version(cluster: Cluster, expected: int | None) -> None:
     from core.errors import VersionConflict
 
@@ -220,6 +219,7 @@ def _check_cluster_version(cluster: Cluster, expected: int | None) -> None:
         raise VersionConflict(cluster.version, expected)
 
 
+@transaction.atomic
 def cluster_update(
     *,
     actor: Any,

@@ -364,6 +364,11 @@ class Client:
         self.retired = False
         self.connected = False
         self.sent = 0  # records handed to the socket
+        # This connection's records handed over and those the writer answered for: the rest
+        # are lost (counted) when the connection is.
+        self.connection_sent = 0
+        self.connection_answered = 0
+        self.lost_with_writer = 0
         self.writer_queue_depth = 0
         self._accepted = itertools.count(1)
         self.accepted = 0
@@ -421,6 +426,7 @@ class Client:
                 self._read_acks(sock, reader)
             except (OSError, ValueError, msgspec.DecodeError) as exc:
                 logger.warning("decision log: lost the writer at %s: %s", self.path, exc)
+                self._count_unanswered()
                 sock.close()
                 sock = None
                 self.connected = False
@@ -444,7 +450,21 @@ class Client:
             self.connected = False
             return None
         self.connected = True
+        self.connection_sent = self.connection_answered = 0
         return sock
+
+    def _count_unanswered(self) -> None:
+        """Records the lost writer took without answering for them: lost, counted
+        (``decision_log_dropped_total{reason="writer_lost"}``). An upper bound: the writer may
+        have stored some before it went."""
+        lost = self.connection_sent - self.connection_answered
+        self.connection_sent = self.connection_answered = 0
+        if lost > 0:
+            from extender import metrics
+
+            metrics.DECISION_LOG_DROPPED.labels("writer_lost").inc(lost)
+            self.lost_with_writer += lost
+            logger.warning("decision log: %d records lost with the writer", lost)
 
     def _send_pending(self, sock: socket.socket) -> None:
         shed = self.shed.take()
@@ -486,12 +506,14 @@ class Client:
                             self.count_shed(entry[0], entry[1], entry[2])
                         unsent = batch[i + 1 :] if cut else batch[i:]
                         self.sent += len(batch) - len(unsent)
+                        self.connection_sent += len(batch) - len(unsent) - int(cut)
                         self._resize(sum(len(entry[3]) for entry in unsent))
                         entries.extendleft(reversed(unsent))
                         break
                     start = ends[i]
                 raise
             self.sent += len(batch)
+            self.connection_sent += len(batch)
 
     def _read_acks(self, sock: socket.socket, reader: FrameReader) -> None:
         sock.setblocking(False)
@@ -524,6 +546,7 @@ class Client:
         for frame in frames:
             if isinstance(frame, Ack):
                 self.writer_queue_depth = frame.queue_depth
+                self.connection_answered += sum(sum(c[1:]) for c in frame.counts)
                 self.on_ack(frame)
 
     def _lose_all(self) -> None:

@@ -437,7 +437,8 @@ def _write_nodes_or_isolate(
         return to_create, to_update
     except (DatabaseError, ValueError, TypeError, OverflowError, RecursionError):
         pass
-    created, updated = [], []
+    created: list[Node] = []
+    updated: list[Node] = []
     for node, creating in [(n, True) for n in to_create] + [(n, False) for n in to_update]:
         try:
             with transaction.atomic():

@@ -87,7 +87,7 @@ def fields(
 ) -> dict[str, Any]:
     """A row's values made storable: strings and JSON escaped, ``integers`` checked (int32),
     strings cut again to their column's length (``lengths``) once escaped."""
-    out = {}
+    out: dict[str, Any] = {}
     lengths = lengths or {}
     for name, value in values.items():
         if isinstance(value, bool) or value is None:

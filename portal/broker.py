@@ -5,9 +5,9 @@ the folder and reads whatever it finds, so a consumer can read a message half wr
 JSON document) and the worker then dies on ``JSONDecodeError``. This transport writes each
 message under a temporary name the consumer never picks up and renames it into place
 (``os.replace``, atomic on one file system), so a message is seen whole or not at all. A file
-that still cannot be read as a message (left by an older version, or damaged on disk) is moved aside into
-``<processed_folder>/unreadable`` and logged instead of stopping the worker. docs/operations.md
-("The embedded broker").
+that still cannot be read as a message (left by an older version, or damaged on disk) is moved
+into ``<processed_folder>/unreadable`` and logged instead of stopping the worker.
+docs/operations.md ("Running for days").
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ UNREADABLE_FOLDER = "unreadable"
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
+    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
         name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
         temporary = os.path.join(self.data_folder_out, f"{_TEMPORARY_PREFIX}{uuid.uuid4()}.part")
@@ -49,7 +49,7 @@ class Channel(filesystem.Channel):
                 os.remove(temporary)
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
-    def _get(self, queue: str) -> Any:
+    def _get(self, queue: Any, timeout: Any = None) -> Any:
         wanted = f"{queue}.msg"
         for name in sorted(os.listdir(self.data_folder_in)):
             if name.startswith(".") or name.partition(".")[2] != wanted:
@@ -72,7 +72,7 @@ class Channel(filesystem.Channel):
                 # What the consumer does first with it: a JSON document that is no message
                 # (no properties, no delivery tag) would stop the worker there.
                 self.Message(message, channel=self)
-            except Exception:  # noqa: BLE001 - any unreadable file is set aside, never raised
+            except Exception:  # any unreadable file is set aside, never raised
                 self._set_aside(claimed, name)
                 continue
             if self.store_processed:
@@ -90,7 +90,7 @@ class Channel(filesystem.Channel):
         with contextlib.suppress(OSError):
             shutil.move(claimed, target)
         logger.error(
-            "Celery broker: message %s is not a readable message; moved to %s and skipped", name, target
+            "Celery broker: %s is not a readable message; moved to %s and skipped", name, target
         )
 
 

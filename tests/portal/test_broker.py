@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -112,7 +113,8 @@ def test_kombu_own_transport_hands_out_a_torn_message(channel_of, monkeypatch):
     ``JSONDecodeError`` that stopped ``make run``), so the next test exercises the race."""
     channel = channel_of(filesystem.Transport)
     seen = interrupted_put(monkeypatch, filesystem, channel, PAYLOAD)
-    assert len(seen) == 1 and isinstance(seen[0], ValueError)
+    assert len(seen) == 1
+    assert isinstance(seen[0], ValueError)
 
 
 def test_a_message_is_seen_whole_or_not_at_all(channel_of, monkeypatch):
@@ -143,10 +145,8 @@ def test_two_consumers_never_get_the_same_message(channel_of):
         first._put("tasks", message(n))
     got = []
     for turn in range(40):
-        try:
+        with contextlib.suppress(Empty):
             got.append((first if turn % 2 else second)._get("tasks")["headers"]["n"])
-        except Empty:
-            pass
     assert sorted(got) == list(range(20))
 
 
@@ -189,8 +189,10 @@ def test_a_worker_survives_bad_messages_and_runs_the_next_task(tmp_path):
     marker = tmp_path / "ran"
     survivor_app.touch.delay(str(marker))
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "survivor_app", "worker", "--pool", "solo"]
-        + ["-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        [
+            *(sys.executable, "-m", "celery", "-A", "survivor_app", "worker", "--pool", "solo"),
+            *("-l", "info", "--without-heartbeat", "--without-gossip", "--without-mingle"),
+        ],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,

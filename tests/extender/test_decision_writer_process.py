@@ -302,3 +302,33 @@ def test_records_lost_with_a_killed_writer_are_counted() -> None:
         if harness.process is not None and harness.process.poll() is None:
             harness.process.kill()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_records_lost_with_the_writer_reach_the_dashboard() -> None:
+    """The extender side adds what a lost writer never answered for to the hour's ``failed``
+    counts, which the dashboard's traffic panel shows."""
+    from django.contrib.auth.models import User
+    from django.test import Client as WebClient
+
+    from extender.models import shed_totals
+
+    client = Client("/nonexistent.sock", 100, 5, on_shed=lambda *a: None, on_ack=lambda a: None)
+    client.connection_sent, client.connection_sent_by = 12, {"c-lost": 12}
+    client.connection_answered, client.connection_answered_by = 5, {"c-lost": 5}
+    client._count_unanswered()
+    assert client.lost_with_writer == 7
+    totals = shed_totals(time_ago(hours=1))
+    assert totals["c-lost"]["failed"] == 7
+    web = WebClient()
+    web.force_login(User.objects.create_superuser("boss", password="x"))
+    html = web.get("/admin/").content.decode()
+    assert "<strong>7</strong> refused by the database or lost with the writer" in html
+
+
+def time_ago(hours: float):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return timezone.now() - timedelta(hours=hours)

@@ -25,7 +25,7 @@ from extender.decisionlog import rollups
 from extender.models import shed_totals
 from inventory import sources
 from inventory.display import describe_inventory_age, plain_error
-from inventory.models import Cluster, Node, SyncState
+from inventory.models import Cluster, Node, QuarantinedObject, SyncState
 from inventory.sync import inventory_age_seconds
 from policies.compile import current_snapshot
 from policies.expectations import current_outcomes
@@ -169,6 +169,7 @@ def problems(rows: list[ClusterRow], expectations: list[dict]) -> list[Problem]:
                     "check its sync",
                 )
             )
+    found.extend(_quarantined())
     nodes = _nodes_by_cluster()
     found.extend(_unknown_label_keys(nodes))
     found.extend(_assignment_problems(nodes))
@@ -185,6 +186,23 @@ def problems(rows: list[ClusterRow], expectations: list[dict]) -> list[Problem]:
                 )
             )
     return found
+
+
+QUARANTINE_SHOWN = 10
+
+
+def _quarantined() -> list[Problem]:
+    """Nodes and pods the inventory could not store (inventory.quarantine): one query."""
+    held = QuarantinedObject.objects.select_related("cluster").order_by("-last_seen")
+    return [
+        Problem(
+            f"Cluster {q.cluster.name}: {q} is not in the inventory (quarantined: {q.reason}); "
+            "it is stored again with its next change.",
+            reverse("admin:inventory_cluster_change", args=[q.cluster_id]),
+            "fix the object in Kubernetes",
+        )
+        for q in held[:QUARANTINE_SHOWN]
+    ]
 
 
 NodesByCluster = dict[int, list[tuple[str, dict[str, str]]]]

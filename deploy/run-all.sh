@@ -2,8 +2,9 @@
 # `make run`: prepare the local state (var/, secret key, database, static files, demo data, the
 # admin account), then run the web (gunicorn: admin and API), the extender's own server (its
 # own port, so people's traffic never occupies kube-scheduler's), a Celery worker, Celery beat
-# and the watcher (node and pod inventories, requeue after a change) in the foreground. Ctrl-C
-# stops them all.
+# and the watcher (node and pod inventories, requeue after a change) in the foreground. One that
+# exits is restarted with backoff, the others left running (deploy/supervise.py); Ctrl-C stops
+# them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,7 +68,7 @@ cat <<BANNER
                watcher :${WATCHER_METRICS_PORT}/metrics  worker :${WORKER_METRICS_PORT}/metrics
                scheduler :${SCHEDULER_METRICS_PORT}/metrics
     Login      ${admin_message}
-  Ctrl-C stops web, extender, worker, beat, watcher and scheduler.
+  A process that exits is restarted (with backoff); Ctrl-C stops them all.
 
 BANNER
 

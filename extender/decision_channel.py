@@ -364,6 +364,16 @@ class Client:
         self.retired = False
         self.connected = False
         self.sent = 0  # records handed to the socket
+        # This connection's records handed over and those the writer answered for: the rest
+        # are lost (counted) when the connection is.
+        self.connection_sent = 0
+        self.connection_answered = 0
+        # The same per cluster, so a loss is persisted where the dashboard reads it.
+        self.connection_sent_by: dict[str, int] = {}
+        self.connection_answered_by: dict[str, int] = {}
+        self.lost_with_writer = 0
+        # Lost records are also added to the hour's ``failed`` counts in the database.
+        self.persist_losses = True
         self.writer_queue_depth = 0
         self._accepted = itertools.count(1)
         self.accepted = 0
@@ -421,6 +431,7 @@ class Client:
                 self._read_acks(sock, reader)
             except (OSError, ValueError, msgspec.DecodeError) as exc:
                 logger.warning("decision log: lost the writer at %s: %s", self.path, exc)
+                self._count_unanswered()
                 sock.close()
                 sock = None
                 self.connected = False
@@ -444,7 +455,47 @@ class Client:
             self.connected = False
             return None
         self.connected = True
+        self.connection_sent = self.connection_answered = 0
+        self.connection_sent_by, self.connection_answered_by = {}, {}
         return sock
+
+    def _count_unanswered(self) -> None:
+        """Records the lost writer took without answering for them: lost, counted
+        (``decision_log_dropped_total{reason="writer_lost"}``). An upper bound: the writer may
+        have stored some before it went."""
+        lost = self.connection_sent - self.connection_answered
+        by_cluster = {
+            cluster: n - self.connection_answered_by.get(cluster, 0)
+            for cluster, n in self.connection_sent_by.items()
+        }
+        self.connection_sent = self.connection_answered = 0
+        self.connection_sent_by, self.connection_answered_by = {}, {}
+        if lost > 0:
+            from extender import metrics
+
+            metrics.DECISION_LOG_DROPPED.labels("writer_lost").inc(lost)
+            self.lost_with_writer += lost
+            logger.warning("decision log: %d records lost with the writer", lost)
+            self._persist_lost({c: n for c, n in by_cluster.items() if n > 0})
+
+    def _persist_lost(self, by_cluster: dict[str, int]) -> None:
+        """Add the lost records to the hour's ``failed`` counts (the dashboard's traffic panel
+        shows them); the metric alone when the database cannot be reached."""
+        if not by_cluster or not self.persist_losses:
+            return
+        from django.db import connection, transaction
+
+        from extender.models import DecisionShed
+
+        hour = hour_of(time.time())
+        rows = [(hour, cluster, 0, 0, 0, n) for cluster, n in by_cluster.items()]
+        try:
+            with transaction.atomic():
+                DecisionShed.objects.add_counts(rows)
+        except Exception as exc:  # the database may be what is gone
+            logger.warning("decision log: could not record the lost records: %s", exc)
+        finally:
+            connection.close()
 
     def _send_pending(self, sock: socket.socket) -> None:
         shed = self.shed.take()
@@ -486,12 +537,21 @@ class Client:
                             self.count_shed(entry[0], entry[1], entry[2])
                         unsent = batch[i + 1 :] if cut else batch[i:]
                         self.sent += len(batch) - len(unsent)
+                        self.connection_sent += len(batch) - len(unsent) - int(cut)
+                        self._sent_by(batch[: len(batch) - len(unsent) - int(cut)])
                         self._resize(sum(len(entry[3]) for entry in unsent))
                         entries.extendleft(reversed(unsent))
                         break
                     start = ends[i]
                 raise
             self.sent += len(batch)
+            self.connection_sent += len(batch)
+            self._sent_by(batch)
+
+    def _sent_by(self, batch: list[Queued]) -> None:
+        counts = self.connection_sent_by
+        for entry in batch:
+            counts[entry[1]] = counts.get(entry[1], 0) + 1
 
     def _read_acks(self, sock: socket.socket, reader: FrameReader) -> None:
         sock.setblocking(False)
@@ -524,6 +584,11 @@ class Client:
         for frame in frames:
             if isinstance(frame, Ack):
                 self.writer_queue_depth = frame.queue_depth
+                for cluster, *values in frame.counts:
+                    answered = sum(values)
+                    self.connection_answered += answered
+                    by = self.connection_answered_by
+                    by[cluster] = by.get(cluster, 0) + answered
                 self.on_ack(frame)
 
     def _lose_all(self) -> None:

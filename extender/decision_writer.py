@@ -452,8 +452,13 @@ class Server:
     def listen(self) -> socket.socket:
         path = Path(self.path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if _someone_serves(self.path):
+            # Removing the path would cut the running writer off from every new extender.
+            raise WriterAlreadyRunning(
+                f"decision log: a writer already serves {self.path}; this one does not start"
+            )
         with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+            path.unlink()  # a stale socket, left by a writer that died
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o077)  # only this user's processes may hand records in
         try:
@@ -689,3 +694,23 @@ class ChildWriter:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(2.0)
+
+
+class WriterAlreadyRunning(RuntimeError):
+    """Another decision-log writer answers on the socket path."""
+
+
+def _someone_serves(path: str) -> bool:
+    """Whether a process accepts connections on the Unix socket ``path`` (not a stale file)."""
+    if not os.path.exists(path):
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    else:
+        return True
+    finally:
+        probe.close()

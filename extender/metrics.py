@@ -146,11 +146,12 @@ def change_feed_gauge() -> Gauge:
 
 DECISION_LOG_DROPPED = Counter(
     "decision_log_dropped",
-    "Decision-log records dropped: queue full, or the batch could not be written.",
+    "Decision-log records dropped: queue full, the batch could not be written, or the "
+    "writer went with records it had not answered for (writer_lost).",
     ["reason"],
 )
 # Series that alerts use with rate() exist from the start, at zero.
-for _reason in ("queue_full", "write_error"):
+for _reason in ("queue_full", "write_error", "writer_lost"):
     DECISION_LOG_DROPPED.labels(_reason)
 for _kind in ("database", "build", "redis"):
     REFRESH_ERRORS.labels(_kind)

@@ -46,8 +46,11 @@ def purge_expired() -> dict[str, Any]:
         partitions.ensure_ahead(PARTITIONS_AHEAD_DAYS)
         days = settings.DECISION_LOG_RETENTION_DAYS
         deleted = decisions_purge(older_than_days=days)
+        analysed = partitions.analyze_stale()
     finally:
         cache.delete(PURGE_LOCK_KEY)
     if deleted:
         logger.info("decision log: removed about %d rows older than %d days", deleted, days)
-    return {"status": "ok", "deleted": deleted, "retention_days": days}
+    if analysed:
+        logger.info("decision log: analysed %s (statistics missing or stale)", ", ".join(analysed))
+    return {"status": "ok", "deleted": deleted, "retention_days": days, "analysed": analysed}

@@ -53,6 +53,12 @@ REQUEUE_PODS = Counter(
     "Pending pods that a published change gave a passing node they did not have.",
     ["cluster"],
 )
+QUARANTINED = Counter(
+    "inventory_quarantined_objects",
+    "Nodes and pods the inventory could not store and kept out (quarantined), by kind; each "
+    "is retried with its next change (docs/operations.md, Hostile objects).",
+    ["cluster", "kind"],
+)
 WATCH_EVENTS = Counter(
     "inventory_watch_events",
     "Node watch events applied to the inventory (last event per node in a batch).",

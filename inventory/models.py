@@ -288,3 +288,31 @@ class PodInventory(models.Model):
 
     def __str__(self) -> str:
         return f"pods of {self.cluster_id}"
+
+
+class QuarantinedObject(models.Model):
+    """A node or pod the inventory could not store (``inventory.storable``): kept out, named
+    here until its next change stores (``inventory.quarantine``; docs/operations.md)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="quarantined")
+    kind = models.CharField(max_length=8)
+    # Escaped like every stored string (inventory.storable.text).
+    namespace = models.CharField(max_length=253, blank=True)
+    name = models.CharField(max_length=253)
+    resource_version = models.CharField(max_length=64, blank=True)
+    reason = models.TextField()
+    first_seen = models.DateTimeField()
+    last_seen = models.DateTimeField()
+    times = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["cluster", "kind", "namespace", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "kind", "namespace", "name"], name="quarantined_unique_object"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        where = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind} {where}{self.name}"

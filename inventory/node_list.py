@@ -7,6 +7,7 @@ makes a 5,000-node list several times cheaper to read and to hold in memory.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -74,8 +75,14 @@ def decode_node_list(raw: bytes) -> tuple[list[Any], str, str | None]:
         page = _node_list_decoder.decode(raw)
     except msgspec.ValidationError:
         return _decode_node_list_generic(raw)
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"node list is not valid JSON: {exc}") from None
+    except (msgspec.DecodeError, RecursionError) as exc:
+        # msgspec and orjson refuse a lone surrogate's escape ("\\ud800"), which the API
+        # server can hand out; the standard library reads it (inventory.storable escapes it).
+        try:
+            json.loads(raw)
+        except (ValueError, RecursionError):
+            raise ValueError(f"node list is not valid JSON: {exc}") from None
+        return _decode_node_list_generic(raw)
     items = []
     for item in page.items or []:
         obj: dict[str, Any] = {"metadata": _present(item.metadata) or {}}
@@ -89,7 +96,10 @@ def decode_node_list(raw: bytes) -> tuple[list[Any], str, str | None]:
 
 
 def _decode_node_list_generic(raw: bytes) -> tuple[list[Any], str, str | None]:
-    page = orjson.loads(raw)
+    try:
+        page = orjson.loads(raw)
+    except (orjson.JSONDecodeError, RecursionError):
+        page = json.loads(raw)
     if not isinstance(page, dict):
         raise ValueError("node list is not a JSON object")
     items = page.get("items") or []

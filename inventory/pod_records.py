@@ -10,6 +10,7 @@ way: init containers, sidecars, pod-level requests, overhead); nothing here coun
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -17,8 +18,10 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+import orjson
 
 from engine.podspec import host_ports_from, pod_requests
+from inventory import storable
 from inventory.node_objects import parse_timestamp
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
@@ -54,6 +57,9 @@ class PodRecord:
     resource_version: str = ""
     # spec.schedulingGates is not empty: no scheduler may place the pod until they are removed.
     scheduling_gated: bool = False
+    # Why the pod cannot be stored (inventory.storable); such a record is quarantined, not
+    # written. Not a column.
+    problem: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -70,7 +76,7 @@ class PodRecord:
         return {name: getattr(self, name) for name in RECORD_FIELDS}
 
 
-RECORD_FIELDS = tuple(f.name for f in fields(PodRecord))
+RECORD_FIELDS = tuple(f.name for f in fields(PodRecord) if f.name != "problem")
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -114,11 +120,68 @@ def _scheduled(status: Mapping[str, Any]) -> tuple[str, str, str, datetime | Non
 
 
 def pod_record(obj: Any) -> PodRecord | None:
-    """The record of a v1 Pod dict; None when it has no namespace and name (not a pod)."""
+    """The record of a v1 Pod dict; None when it has no namespace and name (not a pod).
+
+    Never raises: values no database column can hold are escaped, and a pod that still cannot
+    be stored faithfully gets a record naming the ``problem`` (quarantined by the writer)."""
     metadata = _map(_map(obj).get("metadata"))
     namespace, name = metadata.get("namespace"), metadata.get("name")
     if not isinstance(namespace, str) or not namespace or not isinstance(name, str) or not name:
         return None
+    try:
+        record = _record(obj, metadata, namespace, name)
+    except Exception as exc:  # one odd pod must not fail a list or a watch
+        return PodRecord(
+            namespace=storable.text(namespace[:253]),
+            name=storable.text(name[:253]),
+            resource_version=storable.text(_text(metadata.get("resourceVersion"), 64)),
+            problem=f"unreadable: {type(exc).__name__}: {exc}"[:500],
+        )
+    return _storable(record)
+
+
+_LENGTHS: dict[str, int] = {}
+
+
+def _storable(record: PodRecord) -> PodRecord:
+    """The record with what no column holds escaped, or with its ``problem`` said."""
+    if not _LENGTHS:
+        from inventory.models import Pod
+
+        _LENGTHS.update(storable.column_lengths(Pod))
+    values = record.columns()
+    if _plainly_storable(values):
+        return record
+    try:
+        clean = storable.fields(values, integers=_INTEGER_COLUMNS, lengths=_LENGTHS)
+    except storable.Unstorable as exc:
+        record.namespace = storable.text(record.namespace)[:253]
+        record.name = storable.text(record.name)[:253]
+        record.resource_version = storable.text(record.resource_version)[:64]
+        record.problem = str(exc)[:500]
+        return record
+    for name, value in clean.items():
+        setattr(record, name, value)
+    return record
+
+
+_INTEGER_COLUMNS = frozenset({"priority"})
+
+
+def _plainly_storable(values: dict[str, Any]) -> bool:
+    """The fast path (150,000 pods a relist): orjson writes every value (no lone surrogate,
+    no number beyond 64 bits, no NaN, at most 254 levels) and the result holds no NUL."""
+    priority = values["priority"]
+    if not storable.INT32[0] <= priority <= storable.INT32[1]:
+        return False
+    try:
+        encoded = orjson.dumps([v for v in values.values() if not isinstance(v, datetime)])
+    except (TypeError, ValueError):
+        return False
+    return b"\\u0000" not in encoded
+
+
+def _record(obj: Any, metadata: Mapping[str, Any], namespace: str, name: str) -> PodRecord:
     spec = _map(obj.get("spec"))
     status = _map(obj.get("status"))
     phase = _text(status.get("phase"), 16)
@@ -300,9 +363,15 @@ def decode_pod_list(raw: bytes) -> tuple[list[PodRecord], str, str | None, int]:
     try:
         page = _pod_list_decoder.decode(raw)
     except msgspec.ValidationError:
-        return _decode_generic(raw)
-    except msgspec.DecodeError as exc:
-        raise ValueError(f"pod list is not valid JSON: {exc}") from None
+        return _decode_generic(msgspec.json.decode(raw))
+    except (msgspec.DecodeError, RecursionError) as exc:
+        # msgspec refuses a lone surrogate's escape ("\\ud800"), which the API server can hand
+        # out; the standard library reads it (inventory.storable escapes it for storage).
+        try:
+            page_object = json.loads(raw)
+        except (ValueError, RecursionError):
+            raise ValueError(f"pod list is not valid JSON: {exc}") from None
+        return _decode_generic(page_object)
     records: list[PodRecord] = []
     skipped = 0
     for item in page.items or ():
@@ -315,8 +384,7 @@ def decode_pod_list(raw: bytes) -> tuple[list[PodRecord], str, str | None, int]:
     return records, str(metadata.resourceVersion or ""), metadata.continue_ or None, skipped
 
 
-def _decode_generic(raw: bytes) -> tuple[list[PodRecord], str, str | None, int]:
-    page = msgspec.json.decode(raw)
+def _decode_generic(page: Any) -> tuple[list[PodRecord], str, str | None, int]:
     if not isinstance(page, dict) or not isinstance(page.get("items") or [], list):
         raise ValueError("pod list is not a PodList object")
     records = [r for r in map(pod_record, page.get("items") or []) if r is not None]

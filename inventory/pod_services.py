@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from django.db import connection, models, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from inventory import hooks
+from inventory import hooks, quarantine
 from inventory.models import Cluster, Pod, PodInventory
 from inventory.pod_records import RECORD_FIELDS, PodRecord
 
@@ -81,11 +81,19 @@ def pods_apply(
     """
     live: dict[tuple[str, str], PodRecord] = {}
     gone: set[tuple[str, str]] = set(deleted)
+    held: dict[tuple[str, str], PodRecord] = {}
     for record in records:
-        if record.finished:
+        if record.problem:
+            # Not stored (its last stored version stays): quarantined until it changes.
+            held[record.key] = record
+            live.pop(record.key, None)
+            gone.discard(record.key)
+        elif record.finished:
+            held.pop(record.key, None)
             gone.add(record.key)
             live.pop(record.key, None)
         else:
+            held.pop(record.key, None)
             live[record.key] = record
             gone.discard(record.key)
     stored = _stored(cluster, None if replace else [*live, *gone])
@@ -99,12 +107,24 @@ def pods_apply(
             to_write.append(record)
             replaced.append(entry[0])
     if replace:
-        gone |= stored.keys() - live.keys()
+        gone |= stored.keys() - live.keys() - held.keys()
     removed = [stored[key][0] for key in gone if key in stored]
     doomed = removed + replaced
     for start in range(0, len(doomed), BATCH):
         Pod.objects.filter(pk__in=doomed[start : start + BATCH]).delete()
-    _insert(cluster, to_write)
+    for record in _insert_or_isolate(cluster, to_write):
+        # A pod the database refused all the same (the escaping missed a case): held too.
+        held[record.key] = record
+    if held:
+        quarantine.hold(
+            cluster,
+            quarantine.POD,
+            [(*key, r.resource_version, r.problem) for key, r in held.items()],
+        )
+    if replace:
+        quarantine.release_all_but(cluster, quarantine.POD, held)
+    else:
+        quarantine.release(cluster, quarantine.POD, [*live, *gone])
     result = PodApplyResult(
         seen=len(live),
         added=len(to_write) - len(replaced),
@@ -136,6 +156,26 @@ _INSERT_COLUMNS = ("cluster_id", *RECORD_FIELDS, "last_seen")
 def _insert_db_columns() -> list[str]:
     by_name = {f.name: str(f.column) for f in Pod._meta.concrete_fields}
     return [by_name[name.removesuffix("_id")] for name in _INSERT_COLUMNS]
+
+
+def _insert_or_isolate(cluster: Cluster, records: list[PodRecord]) -> list[PodRecord]:
+    """Insert ``records``; when the database refuses the batch, find the pods it refuses by
+    halving it (each half in a savepoint, the halves it takes stay) and return them with their
+    ``problem`` said. The common case is one insert and one savepoint."""
+    if not records:
+        return []
+    try:
+        with transaction.atomic():
+            _insert(cluster, records)
+        return []
+    except (DatabaseError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+        if len(records) == 1:
+            records[0].problem = f"refused by the database: {type(exc).__name__}: {exc}"[:500]
+            return records
+    middle = len(records) // 2
+    return _insert_or_isolate(cluster, records[:middle]) + _insert_or_isolate(
+        cluster, records[middle:]
+    )
 
 
 def _insert(cluster: Cluster, records: list[PodRecord]) -> None:

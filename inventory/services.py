@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from core.audit import record_change
@@ -21,7 +21,7 @@ from core.limits import max_length_errors
 from core.models import AuditAction
 from core.revisions import bump_snapshot_revision
 from engine.labels import dns1123_label_errors, dns1123_subdomain_errors
-from inventory import sources, sync_status
+from inventory import quarantine, sources, storable, sync_status
 from inventory.credentials import name_errors
 from inventory.hooks import cluster_deleting
 from inventory.models import (
@@ -212,7 +212,6 @@ def cluster_create(*, actor: Any, data: Mapping[str, Any]) -> Cluster:
     return cluster
 
 
-@transaction.atomic
 def _check_cluster_version(cluster: Cluster, expected: int | None) -> None:
     from core.errors import VersionConflict
 
@@ -220,6 +219,7 @@ def _check_cluster_version(cluster: Cluster, expected: int | None) -> None:
         raise VersionConflict(cluster.version, expected)
 
 
+@transaction.atomic
 def cluster_update(
     *,
     actor: Any,
@@ -399,11 +399,17 @@ def nodes_apply(
                 setattr(node, f, value)
             node.last_seen = now
             to_update.append(node)
-    Node.objects.bulk_create(to_create, batch_size=500)
-    if to_update:
-        Node.objects.bulk_update(
-            to_update, [*NODE_COMPARED_FIELDS, "resource_version", "last_seen"], batch_size=500
+    held = dict(plan.held)
+    to_create, to_update = _write_nodes_or_isolate(to_create, to_update, held)
+    if held:
+        quarantine.hold(
+            cluster, quarantine.NODE, [("", n, v, reason) for n, (v, reason) in held.items()]
         )
+    written = [("", n) for n in by_name if n not in held]
+    if replace:
+        quarantine.release_all_but(cluster, quarantine.NODE, [("", n) for n in held])
+    else:
+        quarantine.release(cluster, quarantine.NODE, written)
     result.added, result.changed = len(to_create), len(to_update)
     gone = plan.remove
     for start in range(0, len(gone), _IN_LIST_LIMIT):
@@ -413,6 +419,40 @@ def nodes_apply(
     if result.wrote:
         bump_snapshot_revision(f"inventory {cluster.name}", clusters=[cluster.pk])
     return result
+
+
+_NODE_UPDATED = [*NODE_COMPARED_FIELDS, "resource_version", "last_seen"]
+
+
+def _write_nodes_or_isolate(
+    to_create: list[Node], to_update: list[Node], held: dict[str, tuple[str, str]]
+) -> tuple[list[Node], list[Node]]:
+    """Create and update the nodes in bulk; when the database refuses, one by one (each in a
+    savepoint), adding the refused ones to ``held``. Returns the nodes written."""
+    try:
+        with transaction.atomic():
+            Node.objects.bulk_create(to_create, batch_size=500)
+            if to_update:
+                Node.objects.bulk_update(to_update, _NODE_UPDATED, batch_size=500)
+        return to_create, to_update
+    except (DatabaseError, ValueError, TypeError, OverflowError, RecursionError):
+        pass
+    created: list[Node] = []
+    updated: list[Node] = []
+    for node, creating in [(n, True) for n in to_create] + [(n, False) for n in to_update]:
+        try:
+            with transaction.atomic():
+                if creating:
+                    node.pk = None
+                    node.save(force_insert=True)
+                else:
+                    node.save(update_fields=_NODE_UPDATED)
+        except (DatabaseError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+            reason = f"refused by the database: {type(exc).__name__}: {exc}"[:500]
+            held[node.name] = (node.resource_version, reason)
+            continue
+        (created if creating else updated).append(node)
+    return created, updated
 
 
 def index_node_objects(objects: Iterable[Any]) -> tuple[dict[str, Any], list[str]]:
@@ -438,6 +478,8 @@ class NodePlan:
     stored_versions: dict[str, str]
     # stored nodes the list no longer has (replace only)
     remove: list[str]
+    # name -> (resource version, reason) of the nodes that cannot be stored (quarantined)
+    held: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def plan_node_changes(
@@ -470,9 +512,26 @@ def plan_node_changes(
         }
     else:
         pending = dict(incoming)
-    parse = {name: _strip_heartbeats(node_fields(obj)[1]) for name, obj in pending.items()}
+    parse: dict[str, dict[str, Any]] = {}
+    held: dict[str, tuple[str, str]] = {}
+    for name, obj in pending.items():
+        try:
+            parse[name] = storable_node_fields(_strip_heartbeats(node_fields(obj)[1]))
+        except storable.Unstorable as exc:
+            held[name] = (_object_resource_version(obj), str(exc))
     remove = [name for name in stored_versions if name not in incoming] if replace else []
-    return NodePlan(parse=parse, stored_versions=stored_versions, remove=remove)
+    return NodePlan(parse=parse, stored_versions=stored_versions, remove=remove, held=held)
+
+
+_NODE_LENGTHS: dict[str, int] = {}
+
+
+def storable_node_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """A node's fields with what no column holds escaped; :class:`storable.Unstorable` when
+    that is not enough (the node is then quarantined)."""
+    if not _NODE_LENGTHS:
+        _NODE_LENGTHS.update(storable.column_lengths(Node))
+    return storable.fields(fields, lengths=_NODE_LENGTHS)
 
 
 @transaction.atomic

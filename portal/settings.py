@@ -185,6 +185,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
     }
+    # kombu's filesystem transport with atomic writes (portal/broker.py): no torn message.
+    CELERY_BROKER_TRANSPORT = "portal.broker:Transport"
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND") or None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

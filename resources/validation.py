@@ -14,6 +14,8 @@ from engine.labels import dns1123_label_errors, label_key_errors, resource_name_
 from engine.managed import whole_amount
 from engine.quantities import QuantityError
 
+INT64_MAX = 2**63 - 1
+
 FIELDS = frozenset(
     {"cluster", "name", "description", "node_selector", "capacity", "capacity_label"}
 )
@@ -78,9 +80,13 @@ def clean_managed_resource(data: Any, *, extra_fields: frozenset[str] = frozense
             add("capacity", "Must be a whole quantity such as 4, or null.")
         else:
             try:
-                whole_amount(capacity)
+                amount = whole_amount(capacity)
             except QuantityError as exc:
                 add("capacity", f"Must be a whole, non-negative quantity: {exc}.")
+            else:
+                if amount > INT64_MAX:
+                    # Stored and counted as a signed 64-bit integer: refused, never clamped.
+                    add("capacity", f"Must be at most {INT64_MAX} (a signed 64-bit integer).")
     label = data.get("capacity_label", "") or ""
     if not isinstance(label, str):
         add("capacity_label", "Must be a node label key or empty.")

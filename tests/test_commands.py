@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from io import StringIO
 from pathlib import Path
 
@@ -251,13 +253,31 @@ def test_ensure_admin_takes_and_resets_the_password_from_the_environment(monkeyp
 SUPERVISOR = Path(__file__).resolve().parent.parent / "deploy" / "supervise.py"
 
 
-def supervise(*specs: str) -> subprocess.Popen:
+def supervise(*specs: str, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, str(SUPERVISOR), *specs],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env={**os.environ, **env},
     )
+
+
+def read_until(proc: subprocess.Popen, done: Callable[[str], bool], limit: int = 2000) -> str:
+    """Output lines until ``done(output so far)`` (bounded by a line count, not a clock)."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    for line in proc.stdout:
+        lines.append(line)
+        if done("".join(lines)) or len(lines) >= limit:
+            break
+    return "".join(lines)
+
+
+def stop(proc: subprocess.Popen, seen: str) -> str:
+    proc.send_signal(signal.SIGTERM)
+    rest, _ = proc.communicate(timeout=60)
+    return seen + rest
 
 
 def alive(pid: int) -> bool:
@@ -277,27 +297,84 @@ def started_pids(output: str) -> dict[str, int]:
     return pids
 
 
-def test_supervisor_stops_the_others_when_one_exits() -> None:
-    proc = supervise("sleeper=sleep 120", "quitter=sh -c 'echo bye; exit 3'")
-    output, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 3
-    assert "quitter  | bye" in output
-    assert "quitter exited with status 3; stopping the others" in output
-    assert not alive(started_pids(output)["sleeper"])
+def test_supervisor_restarts_a_process_that_died_and_leaves_the_others_running() -> None:
+    """A real child killed from outside is started again; its neighbour keeps its pid."""
+    proc = supervise(
+        "sleeper=sleep 120",
+        "victim=sh -c 'echo victim-up; exec sleep 120'",
+        SUPERVISE_BACKOFF_SECONDS="0.2",
+    )
+    seen = read_until(proc, lambda out: out.count("victim   | victim-up") == 1)
+    first = started_pids(seen)
+    os.kill(first["victim"], signal.SIGKILL)
+    seen += read_until(proc, lambda out: "victim   | victim-up" in out)
+    output = stop(proc, seen)
+    assert "victim was killed by signal 9 after" in output
+    assert "restarted victim (restart 1)" in output
+    assert output.count("started victim (pid ") == 2
+    assert output.count("started sleeper (pid ") == 1
+    assert proc.returncode == 0
+    restarted = [
+        int(line.split("(pid ", 1)[1].split(")", 1)[0])
+        for line in output.splitlines()
+        if "| started victim (pid " in line
+    ]
+    assert restarted[0] != restarted[1]
+    assert all(not alive(pid) for pid in restarted)
+    assert not alive(first["sleeper"])
+
+
+def test_a_process_that_keeps_dying_is_restarted_with_a_growing_capped_delay() -> None:
+    proc = supervise(
+        "steady=sleep 120",
+        "quitter=sh -c 'echo bye; exit 3'",
+        SUPERVISE_BACKOFF_SECONDS="0.05",
+        SUPERVISE_BACKOFF_MAX_SECONDS="0.4",
+    )
+    seen = read_until(proc, lambda out: out.count("quitter  | bye") >= 6)
+    output = stop(proc, seen)
+    delays = [
+        line.split("restarting in ", 1)[1]
+        for line in output.splitlines()
+        if "quitter exited with status 3 after" in line
+    ]
+    assert len(delays) >= 5
+    assert "quitter keeps exiting within 60s of starting" in output
+    assert "restarting it every 0s until it stays up" in output
+    assert output.count("started steady (pid ") == 1
+    assert proc.returncode == 0
+    assert not alive(started_pids(output)["steady"])
+
+
+def test_an_exited_process_takes_its_own_children_with_it() -> None:
+    """What a dead leader leaves behind (a gunicorn or Celery worker) does not outlive it."""
+    proc = supervise(
+        "leader=sh -c 'sleep 120 & echo orphan=$!; sleep 0.5; exit 1'",
+        SUPERVISE_BACKOFF_SECONDS="30",
+    )
+    seen = read_until(proc, lambda out: "leader exited with status 1" in out)
+    orphan = int(seen.split("| orphan=", 1)[1].split()[0])
+    output = stop(proc, seen)
+    assert gone(orphan), output
+
+
+def gone(pid: int) -> bool:
+    """Whether a process killed elsewhere has ended (its reaping by init is not instant)."""
+    for _ in range(200):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return not alive(pid)
 
 
 def test_supervisor_stops_everything_on_sigterm_and_exits_zero() -> None:
     marker = "ready-" + str(os.getpid())
     proc = supervise("one=sleep 120", f"two=sh -c 'echo {marker}; exec sleep 120'")
-    lines = []
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
-        if marker in line:
-            break
-    proc.send_signal(signal.SIGTERM)
-    rest, _ = proc.communicate(timeout=60)
-    output = "".join(lines) + rest
+    output = stop(proc, read_until(proc, lambda out: marker in out))
     assert proc.returncode == 0
     assert "stopping all processes" in output
     assert all(not alive(pid) for pid in started_pids(output).values())

@@ -7,7 +7,8 @@
 
 No exception reaches Django as a 500 when it is a client's fault: validation errors from the
 services (``ContentError``), Django's ``ValidationError``, integrity and data errors from the
-database are all turned into 4xx here.
+database, and an object deleted by a concurrent request (``DoesNotExist``: 404) are all turned
+into 4xx here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, IntegrityError
 from rest_framework import exceptions, status
@@ -136,6 +137,14 @@ def api_exception_handler(exc: Exception, context: dict) -> Response | None:
                 "limit": "MAX_DOCUMENT_BYTES",
             },
             status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, ObjectDoesNotExist):
+        # The object was there when the view looked it up and gone when the service locked
+        # it: another request deleted it meanwhile (two DELETEs at once).
+        set_rollback()
+        return Response(
+            {"detail": "Not found (deleted by a concurrent request)."},
+            status=status.HTTP_404_NOT_FOUND,
         )
     if isinstance(exc, DjangoValidationError):
         set_rollback()

@@ -51,7 +51,10 @@ def parse_options(query: Mapping[str, str], *, default_base_url: str) -> Admissi
     errors: dict[str, list[str]] = {}
     base_url = (query.get("base_url") or default_base_url).strip().rstrip("/")
     parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in base_url):
+        # urlsplit drops tabs and newlines silently; the URL would go out with them.
+        errors["base_url"] = ["Must not contain spaces, newlines or control characters."]
+    elif parts.scheme not in ("http", "https") or not parts.hostname:
         errors["base_url"] = ["Must be an https:// URL with a host."]
     elif parts.query or parts.fragment:
         errors["base_url"] = ["Must not carry a query or fragment."]

@@ -140,3 +140,33 @@ def estimated_rows() -> int:
             )
             return int(cursor.fetchone()[0])
     return -1
+
+
+# A partition whose rows changed by more than this share since its last ANALYZE (or that was
+# never analysed and holds rows) is analysed by the hourly maintenance task.
+STALE_SHARE = 0.2
+
+
+def analyze_stale() -> list[str]:
+    """ANALYZE the partitions whose planner statistics are missing or stale; returns them.
+
+    The log's reads (``?pod=``, per-node pages) pick their index from these statistics; a day's
+    partition filled by millions of COPYed rows and never analysed (autovacuum off, or behind)
+    makes the planner scan it (docs/operations.md, "Decision log: statistics"). PostgreSQL only.
+    """
+    if not is_partitioned():
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid "
+            "WHERE i.inhparent = %s::regclass AND COALESCE(s.n_live_tup, 0) + "
+            "COALESCE(s.n_mod_since_analyze, 0) > 0 AND ("
+            "(s.last_analyze IS NULL AND s.last_autoanalyze IS NULL) "
+            "OR COALESCE(s.n_mod_since_analyze, 0) > %s * GREATEST(c.reltuples, 1))",
+            [TABLE, STALE_SHARE],
+        )
+        stale = [row[0] for row in cursor.fetchall() if PARTITION.match(row[0])]
+        for name in stale:
+            cursor.execute(f'ANALYZE "{name}"')
+    return stale

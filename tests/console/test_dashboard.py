@@ -162,6 +162,20 @@ def test_a_held_or_failing_sync_is_a_problem(admin_client: Client) -> None:
     assert "Cluster prod: held: needs confirmation. Held: the list would remove all 4" in html
 
 
+def test_a_quarantined_node_is_a_problem_naming_it(admin_client: Client) -> None:
+    """A node no column can hold (inventory.storable) is named until its next change stores."""
+    cluster = make_cluster("prod")
+    hostile = node_object("odd-1", {})
+    hostile["status"]["nodeInfo"] = {"bootID": 2**70}
+    nodes_apply(cluster=cluster, objects=[hostile, node_object("fine-1", {})], replace=True)
+    html = admin_client.get("/admin/").content.decode()
+    assert "Cluster prod: node odd-1 is not in the inventory (quarantined:" in html
+    assert "beyond 64 bits" in html
+    hostile["status"]["nodeInfo"] = {"bootID": "b-1"}
+    nodes_apply(cluster=cluster, objects=[hostile], replace=False)
+    assert "node odd-1 is not in the inventory" not in admin_client.get("/admin/").content.decode()
+
+
 def test_the_outcome_filter_lists_pods_refused_everywhere(admin_client: Client) -> None:
     decisions(9)
     page = admin_client.get("/admin/extender/decision/?outcome=no-nodes")

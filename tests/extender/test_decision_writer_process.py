@@ -243,3 +243,92 @@ def test_without_a_writer_the_client_keeps_what_its_queue_holds_and_counts_the_r
     finally:
         client.retire(1)
     assert shed == {True: 10}  # retired without a writer: the rest is counted too
+
+
+def test_a_second_writer_refuses_to_start_while_one_serves_the_socket(harness: Harness) -> None:
+    harness.start_writer()
+    first = harness.process
+    manage = str(Path(settings.BASE_DIR) / "manage.py")
+    second = subprocess.run(
+        [
+            sys.executable,
+            manage,
+            "decision_writer",
+            "--socket",
+            harness.socket,
+            "--store",
+            "tests.extender.fake_decision_store",
+        ],
+        env=dict(os.environ, FAKE_STORE_FILE=str(harness.store_file)),
+        capture_output=True,
+        timeout=60,
+    )
+    assert second.returncode != 0
+    assert b"already serves" in second.stdout + second.stderr
+    assert first is not None
+    assert first.poll() is None
+    # The running writer still has its socket: records keep arriving.
+    client = harness.client(capacity=100)
+    client.submit(call_record(pod_name="after-the-second"))
+    harness.wait_for(lambda: [row["pod"] for row in harness.stored()] == ["after-the-second"])
+    client.retire(10)
+
+
+def test_records_lost_with_a_killed_writer_are_counted() -> None:
+    from prometheus_client import REGISTRY
+
+    def dropped() -> float:
+        labels = {"reason": "writer_lost"}
+        return REGISTRY.get_sample_value("decision_log_dropped_total", labels) or 0.0
+
+    directory = Path(tempfile.mkdtemp(prefix="dw-", dir="/tmp"))
+    # A slow store: records handed over wait in the writer when it is killed.
+    harness = Harness(directory, capacity=1000, store_seconds=5.0)
+    try:
+        harness.start_writer()
+        client = harness.client(capacity=1000)
+        before = dropped()
+        for i in range(200):
+            client.submit(call_record(pod_name=f"in-flight-{i}"))
+        assert client.flush(30)
+        harness.stop_writer(kill=True)
+        harness.wait_for(lambda: client.lost_with_writer > 0)
+        stored = len(harness.stored())
+        # An upper bound: whatever was not stored is counted (some stored may be too).
+        assert stored + client.lost_with_writer >= 200
+        assert dropped() - before == client.lost_with_writer
+        client.retire(1)
+    finally:
+        if harness.process is not None and harness.process.poll() is None:
+            harness.process.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_records_lost_with_the_writer_reach_the_dashboard() -> None:
+    """The extender side adds what a lost writer never answered for to the hour's ``failed``
+    counts, which the dashboard's traffic panel shows."""
+    from django.contrib.auth.models import User
+    from django.test import Client as WebClient
+
+    from extender.models import shed_totals
+
+    client = Client("/nonexistent.sock", 100, 5, on_shed=lambda *a: None, on_ack=lambda a: None)
+    client.connection_sent, client.connection_sent_by = 12, {"c-lost": 12}
+    client.connection_answered, client.connection_answered_by = 5, {"c-lost": 5}
+    client._count_unanswered()
+    assert client.lost_with_writer == 7
+    totals = shed_totals(time_ago(hours=1))
+    assert totals["c-lost"]["failed"] == 7
+    web = WebClient()
+    web.force_login(User.objects.create_superuser("boss", password="x"))
+    html = web.get("/admin/").content.decode()
+    assert "<strong>7</strong> refused by the database or lost with the writer" in html
+
+
+def time_ago(hours: float):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return timezone.now() - timedelta(hours=hours)

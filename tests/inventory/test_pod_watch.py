@@ -174,7 +174,9 @@ def test_a_batch_is_bulk_statements_not_a_query_per_event(
         watcher._apply(events)
     assert Pod.objects.filter(cluster=cluster).count() == 300
     # SQLite caps the rows of one INSERT by its variable limit; PostgreSQL takes 1,000 a time.
-    assert len(queries) <= len(events) // 20, [q["sql"][:60] for q in queries]
+    # Three more a batch, whatever its size: the savepoint around the insert (so a pod the
+    # database refuses is isolated, not the batch) and the quarantine's check.
+    assert len(queries) <= len(events) // 20 + 3, [q["sql"][:60] for q in queries]
 
 
 def test_live_events_reach_the_inventory(kube: FakeKubeServer, cluster: Cluster) -> None:

@@ -88,8 +88,12 @@ def pod_uid(namespace: str, name: Any) -> str:
 
 
 def dumps(obj: Any) -> bytes:
-    """Compact JSON as the apiserver writes it (no spaces)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact JSON as the apiserver writes it (no spaces); a lone surrogate (hostile-object
+    tests) goes out as its ``\\udXXX`` escape, which is how a client receives one."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 
 FORBIDDEN_USER = "system:serviceaccount:portal:scheduling-policy-portal"

@@ -31,9 +31,9 @@ from .support import (
 from .test_extender import pod_body
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), on_postgresql]
-# Well over kube-scheduler's least sample (100): by default it looks for 276 feasible nodes of
-# these 600 (engine.sampling.nodes_sampled), so about half of the attempts miss the rare nodes.
-NODES = 6 * MIN_FEASIBLE_NODES_TO_FIND
+# Twice kube-scheduler's least sample: by default it looks for 100 feasible nodes of these 200
+# (engine.sampling.nodes_sampled) before it asks the extender.
+NODES = 2 * MIN_FEASIBLE_NODES_TO_FIND
 RARE = 2
 PODS = 8
 
@@ -46,7 +46,7 @@ def test_a_rule_passing_few_nodes_is_warned_and_its_pods_are_bound_without_refus
 ) -> None:
     names = [f"{namespace}-{i:03}" for i in range(NODES)]
     # The rare nodes first, side by side in kube-scheduler's node list: its default sample
-    # (276 nodes, each attempt starting where the last stopped) holds both or neither.
+    # (100 nodes, each attempt starting where the last stopped) holds both or neither.
     rare = names[:RARE]
     with ThreadPoolExecutor(8) as pool:
         try:

@@ -101,19 +101,33 @@ class PortalProcesses:
         return server
 
     def watcher(self, cluster: str) -> Process:
-        command = [
-            sys.executable,
-            str(REPO / "manage.py"),
-            "watch_nodes",
+        """``manage.py watch_nodes`` for ``cluster``."""
+        return self.command(
+            "watch_nodes", "--cluster", cluster, "--refresh", "1", "--lock-poll", "0.5"
+        )
+
+    def own_scheduler(self, cluster: str) -> Process:
+        """``manage.py run_scheduler`` for ``cluster`` (docs/own-scheduler.md)."""
+        return self.command(
+            "run_scheduler",
             "--cluster",
             cluster,
             "--refresh",
             "1",
             "--lock-poll",
             "0.5",
-        ]
+            "--metrics-port",
+            "0",
+            "--no-decision-log",
+        )
+
+    def command(self, name: str, *arguments: str) -> Process:
+        """``manage.py <name> <arguments>`` on the test database, its output in ``name.log``;
+        stopped at teardown."""
+        command = [sys.executable, str(REPO / "manage.py"), name, *arguments]
         env = server_env(self.workdir, self.env)
-        process = Process("watch_nodes", command, self.workdir / "watcher.log", env)
+        log = self.workdir / f"{name}-{len(self.watchers)}.log"
+        process = Process(name, command, log, env)
         self.watchers.append(process)
         return process
 

@@ -17,11 +17,18 @@ with their reasons. Then:
 3. *retention*: the log-on extender at 200 calls/s with a day of 300,000 expired rows in its
    partition, while the retention task (``extender.retention.decisions_purge``) drops it vs not.
 
-Writes ``bench/results/decision-writer.md``.
+Writes ``bench/results/decision-writer.md``. With ``--cpu`` it runs only the CPU-per-call
+comparison (4. below) and appends its section to that file, keeping the figures already there:
+
+4. *CPU per call*: two ``serve_extender`` servers (log on, log off) take turns serving the same
+   calls back to back (filter and prioritize of 500 names, one keep-alive connection); the CPU
+   (user + system, from ``/proc``) of each server's serving processes and, for the log-on one,
+   of its child writer, divided by the calls served.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -300,6 +307,127 @@ def bench_extender(rows: list[str], env: dict[str, str], body: bytes) -> None:
     print(rows[-1])
 
 
+CPU_CALLS = 1000  # per turn
+CPU_TURNS = 4  # per server
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (``/proc/<pid>/stat``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _process_tree(root: int) -> tuple[list[int], list[int]]:
+    """(the serving processes, the decision-log writer processes) under ``root``."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rpartition(")")[2].split()[1])
+        except OSError:
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    serving, writers = [], []
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            continue
+        (writers if b"decision_writer" in command else serving).append(pid)
+        todo += children.get(pid, [])
+    return serving, writers
+
+
+def _tree_cpu(root: int) -> tuple[float, float]:
+    serving, writers = _process_tree(root)
+
+    def total(pids: list[int]) -> float:
+        out = 0.0
+        for pid in pids:
+            with contextlib.suppress(OSError):  # exited meanwhile
+                out += _cpu_seconds(pid)
+        return out
+
+    return total(serving), total(writers)
+
+
+def bench_cpu(rows: list[str], env: dict[str, str], body: bytes) -> None:
+    from bench.extender_http import Connection, request_bytes, start_serve_extender, wait_ready
+
+    on = start_serve_extender("log on", env)
+    off = start_serve_extender("log off", env, DECISION_LOG_ENABLED="false")
+    requests = [request_bytes("filter", body), request_bytes("prioritize", body)]
+    serving: dict[str, list[float]] = {"log on": [], "log off": []}
+    writer: list[float] = []
+    try:
+        for server in (on, off):
+            wait_ready(server, body)
+            connection = Connection(server.port)
+            for i in range(200):  # warm up
+                connection.call(requests[i % 2])
+            connection.close()
+        time.sleep(2)
+        for turn in range(2 * CPU_TURNS):
+            server = (on, off)[turn % 2]
+            connection = Connection(server.port)
+            before = _tree_cpu(server.process.pid)
+            for i in range(CPU_CALLS):
+                connection.call(requests[i % 2])
+            connection.close()
+            time.sleep(1.5)  # the writer stores what it was handed; idle CPU is counted too
+            after = _tree_cpu(server.process.pid)
+            serving[server.label].append((after[0] - before[0]) / CPU_CALLS)
+            if server is on:
+                writer.append((after[1] - before[1]) / CPU_CALLS)
+    finally:
+        on.stop()
+        off.stop()
+
+    def ms(values: list[float]) -> str:
+        return " ".join(f"{v * 1000:.2f}" for v in values)
+
+    def median(values: list[float]) -> float:
+        return sorted(values)[len(values) // 2]
+
+    on_ms, off_ms, writer_ms = median(serving["log on"]), median(serving["log off"]), median(writer)
+    load = os.getloadavg()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rows.append(
+        "\n".join(
+            [
+                f"### 4. CPU per call, log on vs off ({when})",
+                "",
+                f"{CPU_TURNS} turns of {CPU_CALLS} calls per server (filter and prioritize of "
+                f"{NAMES} names in turn, one keep-alive connection, back to back), the servers "
+                "taking turns; CPU (user + system) from `/proc` over each turn plus 1.5 s for "
+                "the writer to catch up (idle CPU included), per call served. Load average "
+                f"at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}.",
+                "",
+                "| | ms CPU per call, per turn | median |",
+                "|---|---|---:|",
+                f"| log on: serving process | {ms(serving['log on'])} | {on_ms * 1000:.2f} |",
+                f"| log off: serving process | {ms(serving['log off'])} | {off_ms * 1000:.2f} |",
+                f"| log on: writer process | {ms(writer)} | {writer_ms * 1000:.2f} |",
+                "",
+                f"The log's cost in the serving process: **{(on_ms - off_ms) * 1000:.2f} ms** "
+                f"per call against {off_ms * 1000:.2f} ms for the answer "
+                f"(**{(on_ms - off_ms) / off_ms:.2f}x**); in the writer process "
+                f"{writer_ms * 1000:.2f} ms per call. Back-to-back calls on one connection: "
+                "it cannot show the contention of concurrent calls, nor what the other work on "
+                "the machine took from the turns (the per-turn spread shows it).",
+                "",
+            ]
+        )
+    )
+    print(rows[-1])
+
+
 def fill_expired(n: int, record: Any) -> None:
     """``n`` rows of ``record``'s shape in the partition of a day 30 days ago."""
     from datetime import UTC, datetime, timedelta
@@ -378,6 +506,8 @@ def bench_retention(rows: list[str], env: dict[str, str], body: bytes, record: A
 
 
 def main() -> int:
+    if "--cpu" in sys.argv[1:]:
+        return main_cpu()
     bench_url, admin_url, name = database_urls()
     recreate(admin_url, name)
     started = time.perf_counter()
@@ -414,6 +544,26 @@ def main() -> int:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)
     print(f"written to {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+def main_cpu() -> int:
+    bench_url, admin_url, name = database_urls()
+    recreate(admin_url, name)
+    try:
+        with tempfile.TemporaryDirectory(prefix="dwb-", dir="/tmp") as tmp:
+            env = configure(Path(tmp), bench_url)
+            seed()
+            rows: list[str] = []
+            bench_cpu(rows, env, bench_body())
+            from django.db import connections
+
+            connections.close_all()
+    finally:
+        recreate(admin_url, name, drop_only=True)
+    old = RESULTS.read_text() if RESULTS.exists() else "# Decision-log writer benchmark\n"
+    RESULTS.write_text(old.rstrip("\n") + "\n\n" + rows[0])
+    print(f"appended to {RESULTS.relative_to(ROOT)}")
     return 0
 
 

@@ -35,7 +35,6 @@ MAX_NODE_LIST_BYTES = 128 * 1024 * 1024
 MAX_DEPTH = 32
 # A change note, kept with the version it made (PolicyVersion.note).
 MAX_NOTE_CHARS = 500
-MAX_NODE_NAMES_PER_SELECTOR = 1000
 
 
 class LimitExceeded(ValueError):

@@ -139,24 +139,28 @@ def leadership(
     say: Callable[[str], None],
     warn: Callable[[str], None],
     gauge: Any = None,
+    on_lost: Callable[[], None] | None = None,
 ) -> Iterator[bool]:
     """Act as ``lock``'s holder for the ``with`` body, as a long-running command does.
 
     Waits as a standby until the lock is held; the body gets False when ``stop`` came first (it
     should return). While the body runs the lock is watched: losing it sets ``stop`` so the body
     winds down, and ``LeadershipLost`` is raised once it has. ``gauge`` (a metric) reads 1 while
-    leading; the lock is released on the way out."""
+    leading; the lock is released on the way out. ``on_lost`` runs after ``stop`` is set when the
+    lock goes (``run_beat`` stops beat with it)."""
     if not wait_for_lock(lock, stop, poll=poll, say=say):
         yield False
         return
     lost = threading.Event()
 
-    def on_lost() -> None:
+    def lost_lock() -> None:
         warn("lost the leader lock; stopping so a standby takes over")
         lost.set()
         stop.set()
+        if on_lost is not None:
+            on_lost()
 
-    watch_lock(lock, stop, poll=poll, on_lost=on_lost)
+    watch_lock(lock, stop, poll=poll, on_lost=lost_lock)
     if gauge is not None:
         gauge.set(1)
     try:

@@ -37,7 +37,6 @@ from engine.policy import CompiledPolicy
 OFF = "off"
 ANNOTATE = "annotate"
 MUTATE = "mutate"
-MODES = (OFF, ANNOTATE, MUTATE)
 
 ANNOTATION = "policy-portal.io/placement"
 # A namespace labelled so is left out by the generated configuration's namespaceSelector (pod

@@ -155,8 +155,6 @@ def label_map_errors(labels: Any, *, path: str = "") -> list[tuple[str, str]]:
     return errors
 
 
-# Kubernetes' own resources and the quota prefix are not extended resources.
-RESOURCE_RESERVED_PREFIXES = ("kubernetes.io/", "requests.")
 _RESOURCE_NAME_PART = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 RESOURCE_NAME_PART_MAX = 63
 

@@ -32,7 +32,6 @@ from engine.selectors import NODE_OPERATORS, Requirement, requirement_errors
 POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
 HUGEPAGES_PREFIX = "hugepages-"
 NAME_FIELD = "metadata.name"
-EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,6 @@ REQUEST_TIMEOUT = (5, 30)
 # Server-side watch duration; the client's read timeout must outlast it (bookmarks are not
 # guaranteed to arrive in between).
 WATCH_TIMEOUT_SECONDS = 60
-WATCH_REQUEST_TIMEOUT = (5, WATCH_TIMEOUT_SECONDS + 15)
 # One quick reconnect for a refused connection; never a silent re-read of a slow response,
 # which would multiply the read timeout.
 CLIENT_RETRIES = urllib3.Retry(total=1, connect=1, read=0, status=0, other=0, redirect=0)

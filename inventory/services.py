@@ -308,19 +308,6 @@ def _strip_heartbeats(fields: dict) -> dict:
     return fields
 
 
-def parse_node_objects(objects: Iterable[Any]) -> tuple[dict[str, dict], list[str]]:
-    """name -> fields for every usable object, plus descriptions of the unusable ones."""
-    parsed: dict[str, dict] = {}
-    skipped: list[str] = []
-    for i, obj in enumerate(objects):
-        name, fields = node_fields(obj)
-        if name is None:
-            skipped.append(f"item {i}: no valid metadata.name")
-            continue
-        parsed[name] = _strip_heartbeats(fields)
-    return parsed, skipped
-
-
 # Longer name lists read the whole cluster instead: query parameters are limited.
 _IN_LIST_LIMIT = 2000
 

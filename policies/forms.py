@@ -13,11 +13,11 @@ from typing import Any, cast
 from django import forms
 
 from core.errors import ContentError, conflict_message
+from core.formfields import ListTextField, MapTextField, RequirementsTextField
 from core.limits import MAX_NOTE_CHARS
 from engine import kinds
 from inventory.forms import add_content_errors
 from policies.expectations import broken_by_assignment
-from policies.formfields import ListTextField, MapTextField, RequirementsTextField
 from policies.models import FilterRule, LabelAssignment, Policy, WeightRule
 from policies.preview import preview_label_assignment
 from policies.validation import (

@@ -10,11 +10,11 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from core.errors import ContentError
+from core.formfields import ListTextField, RequirementsTextField
 from engine.assignment_checks import assignment_warnings
 from engine.assignments import node_selector_from_dict
 from engine.errors import EngineValidationError
 from inventory.models import Node
-from policies.formfields import ListTextField, RequirementsTextField
 from resources.models import ManagedResource, ManagedResourceVersion, Reservation
 from resources.services import (
     managed_resource_create,

@@ -77,7 +77,8 @@ def pod_ref(pod: Mapping[str, Any]) -> PodRef:
 
 
 def reservation_seconds() -> float:
-    return float(getattr(settings, "MANAGED_RESERVATION_SECONDS", 120.0))
+    """How long a reservation holds before it expires (MANAGED_RESERVATION_SECONDS)."""
+    return float(settings.MANAGED_RESERVATION_SECONDS)
 
 
 def lock(cluster: Cluster | int, *, create: bool = True) -> bool:

@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString
 
 from core.admin import PortalHistory, ServiceWriteMixin
 from core.errors import ContentError
+from core.formfields import ListTextField, MapTextField, RequirementsTextField
 from inventory.forms import add_content_errors
 from policies.admin.common import HISTORY_FIELDS, cluster_display
 from policies.admin.readonly import (
@@ -34,7 +35,6 @@ from policies.expectations import (
     expectation_delete,
     expectation_update,
 )
-from policies.formfields import ListTextField, MapTextField, RequirementsTextField
 from policies.forms import EVERY_CLUSTER, move_paths
 from policies.models import Expectation
 from policies.validation import clean_expectation

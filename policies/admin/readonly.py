@@ -20,8 +20,8 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from core.formfields import format_requirements
 from engine import kinds
-from policies.formfields import format_requirements
 from policies.models import FilterRule, WeightRule
 
 # Fields that only make sense while editing.

@@ -1,5 +1,7 @@
 """The import contracts (``[tool.importlinter]`` in pyproject.toml) name whole packages, so a
-module added in the wrong place breaks them; and every package of the project is analysed.
+module added in the wrong place breaks them; every package of the project is analysed and placed
+in the layers; the engine imports nothing but the standard library (an allow-list, checked here
+with ``ast`` because import-linter only has deny-lists).
 
 The test copies the packages to a temporary folder, adds modules that break a rule, and runs
 ``lint-imports`` on the copy: the contracts must say BROKEN for each, without anyone having
@@ -8,6 +10,7 @@ listed the new module anywhere.
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -41,16 +44,62 @@ def contract_lines(output: str) -> dict[str, str]:
     return states
 
 
-def test_every_package_of_the_project_is_analysed() -> None:
-    packages = {
+def top_level_packages(root: Path) -> set[str]:
+    return {
         path.parent.name
-        for path in ROOT.glob("*/__init__.py")
+        for path in root.glob("*/__init__.py")
         if path.parent.name not in NOT_PACKAGES
     }
-    assert packages == set(CONFIG["root_packages"]), (
+
+
+def layered_packages(config: dict) -> set[str]:
+    """The packages the ``layers`` contract places, ``"a | b"`` read as two."""
+    (contract,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    return {
+        name.strip("() ")
+        for layer in contract["layers"]
+        for name in layer.replace(":", "|").split("|")
+    }
+
+
+def undeclared_packages(root: Path) -> set[str]:
+    """Top-level packages some contract cannot see: missing from ``root_packages`` or from the
+    layers (a package the layers do not name may import, and be imported by, anything)."""
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]
+    on_disk = top_level_packages(root)
+    return (on_disk - set(config["root_packages"])) | (on_disk - layered_packages(config))
+
+
+def engine_imports_outside_stdlib(engine: Path) -> list[str]:
+    """``"file:line module"`` for each import in ``engine/`` (module- or function-level) whose top
+    module is neither the standard library nor the engine itself."""
+    allowed = set(sys.stdlib_module_names) | {"engine", "__future__"}
+    found = []
+    for path in sorted(engine.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue  # relative imports stay inside the engine
+            for name in names:
+                if name.split(".")[0] not in allowed:
+                    found.append(f"{path.relative_to(engine)}:{node.lineno} {name}")
+    return found
+
+
+def test_every_package_of_the_project_is_analysed_and_layered() -> None:
+    assert top_level_packages(ROOT) == set(CONFIG["root_packages"]), (
         "a top-level package must be in [tool.importlinter] root_packages so that the contracts "
         "see it"
     )
+    assert layered_packages(CONFIG) == set(CONFIG["root_packages"])
+    assert undeclared_packages(ROOT) == set()
+
+
+def test_the_engine_imports_only_the_standard_library() -> None:
+    assert engine_imports_outside_stdlib(ROOT / "engine") == []
 
 
 def test_the_contracts_hold_on_the_tree() -> None:
@@ -66,6 +115,9 @@ def tree(tmp_path: Path) -> Path:
         shutil.copytree(ROOT / package, tmp_path / package, ignore=ignore)
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
+
+
+LAYERS = "The layers: each package imports only the packages below it"
 
 
 def test_new_modules_in_the_wrong_place_break_the_contracts(tree: Path) -> None:
@@ -91,16 +143,81 @@ def test_new_modules_in_the_wrong_place_break_the_contracts(tree: Path) -> None:
     states = contract_lines(output)
     broken = {name for name, state in states.items() if state == "BROKEN"}
     assert broken == {
-        "The engine imports only the standard library",
+        LAYERS,
         "The console reads the extender's decision log, nothing else of it",
         "The extender's records and models are leaves",
-        "The apps do not import the project",
         "No circle between the modules of a package",
     }, output
     assert "engine.uses_helper -> policies.stdlib_helper" in output
     assert "console.reads_new -> extender.brand_new" in output
     assert "extender.records -> extender.records_helper" in output
     assert "inventory.reads_project -> portal.brand_new" in output
+
+
+@pytest.mark.parametrize(
+    "app", ["core", "inventory", "resources", "policies", "scheduler", "extender"]
+)
+def test_an_app_importing_a_console_module_breaks_the_layers(tree: Path, app: str) -> None:
+    (tree / "console" / "brand_new.py").write_text("VALUE = 1\n")
+    (tree / app / "reads_console.py").write_text("from console import brand_new\n")
+    output = lint_imports(tree)
+    assert contract_lines(output)[LAYERS] == "BROKEN", output
+    assert f"{app}.reads_console -> console.brand_new" in output
+
+
+def test_resources_importing_policies_breaks_the_layers(tree: Path) -> None:
+    # policies -> resources is the real direction (policies.apply); the other closes a circle.
+    (tree / "resources" / "reads_policies.py").write_text("from policies import models\n")
+    output = lint_imports(tree)
+    states = contract_lines(output)
+    assert states[LAYERS] == "BROKEN", output
+    assert "resources.reads_policies -> policies.models" in output
+
+
+def test_policies_importing_resources_outside_apply_breaks_a_contract(tree: Path) -> None:
+    (tree / "policies" / "reads_resources.py").write_text("from resources import ledger\n")
+    output = lint_imports(tree)
+    states = contract_lines(output)
+    broken = {name for name, state in states.items() if state == "BROKEN"}
+    assert broken == {"Of the managed resources, policies import them only to apply a PolicySet"}, (
+        output
+    )
+    assert "policies.reads_resources -> resources.ledger" in output
+
+
+def test_the_scheduler_importing_resources_breaks_a_contract(tree: Path) -> None:
+    with (tree / "scheduler" / "loop.py").open("a") as loop:
+        loop.write("\n\ndef _late():\n    from resources import scheduling  # noqa\n")
+    output = lint_imports(tree)
+    states = contract_lines(output)
+    broken = {name for name, state in states.items() if state == "BROKEN"}
+    assert broken == {"The own scheduler does not import the managed resources"}, output
+    assert "scheduler.loop -> resources.scheduling" in output
+
+
+def test_the_engine_importing_a_third_party_package_is_found(tmp_path: Path) -> None:
+    engine = tmp_path / "engine"
+    shutil.copytree(ROOT / "engine", engine, ignore=shutil.ignore_patterns("__pycache__"))
+    # Packages no deny-list named: one at module level, one inside a function.
+    (engine / "fast.py").write_text("import json\nimport attrs\n")
+    with (engine / "snapshot.py").open("a") as snapshot:
+        snapshot.write("\n\ndef _late():\n    from pydantic import BaseModel  # noqa\n")
+    found = engine_imports_outside_stdlib(engine)
+    assert [entry.split(" ")[1] for entry in found] == ["attrs", "pydantic"], found
+    assert found[0] == "fast.py:2 attrs"
+
+
+def test_an_app_added_later_must_be_declared(tree: Path) -> None:
+    # A new app the contracts do not name: import-linter does not see it at all.
+    (tree / "scheduling").mkdir()
+    (tree / "scheduling" / "__init__.py").write_text("")
+    assert undeclared_packages(tree) == {"scheduling"}
+    # In root_packages but not in the layers: still undeclared (nothing holds its imports).
+    config = (tree / "pyproject.toml").read_text()
+    (tree / "pyproject.toml").write_text(
+        config.replace('root_packages = ["engine",', 'root_packages = ["scheduling", "engine",')
+    )
+    assert undeclared_packages(tree) == {"scheduling"}
 
 
 def test_a_new_app_importing_the_extender_breaks_the_contracts(tree: Path) -> None:

@@ -3,24 +3,19 @@ through watches, and nudge kube-scheduler when a change frees Pending pods (inve
 
 from __future__ import annotations
 
-import signal
 import threading
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core.metrics import serve_metrics
-from core.singleton import LeadershipLost, SingletonLock, leadership
+from core.daemon import LOCK_POLL_SECONDS, daemon
 from inventory import sources
 from inventory.metrics import watcher_leader
 from inventory.models import Cluster
 from inventory.pod_watch import PodWatcher
 from inventory.requeue import DEBOUNCE_SECONDS, Requeuer
 from inventory.watch import ClusterWatcher, ResourceWatcher, watch_clusters
-
-# How often a standby retries the lock, and the holder checks it still holds it (seconds).
-LOCK_POLL_SECONDS = 2.0
 
 
 class Command(BaseCommand):
@@ -80,30 +75,18 @@ class Command(BaseCommand):
                 raise CommandError(f"No cluster named {name!r}.")
             if not sources.of(cluster).live:
                 raise CommandError(f"Cluster {name!r} is static; only Kubernetes clusters sync.")
-        stop = threading.Event()
-        leader = watcher_leader()
-        leader.set(0)
-        if serve_metrics(options["metrics_port"]):
-            self.stdout.write(f"metrics on :{options['metrics_port']}/metrics")
-
-        def request_stop(signum: int, _frame: Any) -> None:
-            self.stderr.write(f"{signal.Signals(signum).name} received; stopping watchers")
-            stop.set()
-
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
-        # One watcher acts, any others stand by (core.singleton): two would both write
-        # every cluster's nodes.
-        lock = SingletonLock(f"watch_nodes:{name}" if name else "watch_nodes")
-        say, warn = self.stdout.write, self.stderr.write
-        try:
-            with leadership(
-                lock, stop, poll=options["lock_poll"], say=say, warn=warn, gauge=leader
-            ) as leading:
-                if leading:
-                    self._watch(stop, name, options)
-        except LeadershipLost as exc:
-            raise CommandError("lost the leader lock") from exc
+        # One watcher acts, any others stand by (core.daemon): two would both write every
+        # cluster's nodes.
+        with daemon(
+            self,
+            f"watch_nodes:{name}" if name else "watch_nodes",
+            what="watchers",
+            lock_poll=options["lock_poll"],
+            metrics_port=options["metrics_port"],
+            gauge=watcher_leader(),
+        ) as role:
+            if role.leading:
+                self._watch(role.stop, name, options)
         self.stdout.write("stopped")
 
     def _watch(self, stop: threading.Event, name: str | None, options: dict[str, Any]) -> None:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandParser
 
-from core.singleton import SingletonLock, wait_for_lock, watch_lock
+from core.daemon import LOCK_POLL_SECONDS, daemon
 from portal.celery import app
 
 
@@ -30,38 +29,20 @@ class Command(BaseCommand):
             default=settings.CELERY_BEAT_SCHEDULE_FILENAME,
             help="Beat's schedule file (default CELERY_BEAT_SCHEDULE_FILENAME).",
         )
-        parser.add_argument("--lock-poll", type=float, default=2.0)
+        parser.add_argument("--lock-poll", type=float, default=LOCK_POLL_SECONDS)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        waiting = threading.Event()
+        def stop_beat() -> None:
+            os.kill(os.getpid(), signal.SIGTERM)  # beat's own handler shuts it down
 
-        def stop_waiting(signum: int, _frame: Any) -> None:
-            waiting.set()
-
-        signal.signal(signal.SIGTERM, stop_waiting)
-        signal.signal(signal.SIGINT, stop_waiting)
-        lock = SingletonLock("celery_beat")
-        poll = options["lock_poll"]
-        if not wait_for_lock(lock, waiting, poll=poll, say=self.stdout.write):
-            return
-        lost = threading.Event()
-
-        def on_lost() -> None:
-            self.stderr.write("lost the beat lock; stopping beat so a standby takes over")
-            lost.set()
-            os.kill(os.getpid(), signal.SIGTERM)
-
-        done = threading.Event()
-        watch_lock(lock, done, poll=poll, on_lost=on_lost)
-        # Beat installs its own SIGTERM/SIGINT handling for a clean shutdown.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        self.stdout.write("holding the beat lock; starting beat")
-        self.stdout.flush()
-        try:
+        with daemon(
+            self, "celery_beat", what="beat", lock_poll=options["lock_poll"], on_lost=stop_beat
+        ) as role:
+            if not role.leading:
+                return
+            # Beat installs its own SIGTERM/SIGINT handling for a clean shutdown.
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            self.stdout.write("holding the beat lock; starting beat")
+            self.stdout.flush()
             app.Beat(loglevel=options["loglevel"], schedule=options["schedule"]).run()
-        finally:
-            done.set()
-            lock.release()
-        if lost.is_set():
-            raise CommandError("lost the beat lock")

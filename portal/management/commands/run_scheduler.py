@@ -8,15 +8,13 @@ acts (a leader lock, as the watcher's), any other stands by. Decisions go to the
 
 from __future__ import annotations
 
-import signal
 import threading
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from core.metrics import serve_metrics
-from core.singleton import LeadershipLost, SingletonLock, leadership
+from core.daemon import LOCK_POLL_SECONDS, daemon
 from extender import decisions
 from extender.records import CallRecord
 from inventory.models import Cluster
@@ -25,7 +23,6 @@ from scheduler import hooks
 from scheduler.loop import ScheduleRecord, run_clusters
 from scheduler.metrics import LEADER
 
-LOCK_POLL_SECONDS = 2.0
 RECORD_FIELDS = tuple(ScheduleRecord.__slots__)
 
 
@@ -71,27 +68,16 @@ class Command(BaseCommand):
         name = options.get("cluster")
         if name is not None and not Cluster.objects.filter(name=name).exists():
             raise CommandError(f"No cluster named {name!r}.")
-        stop = threading.Event()
-        LEADER.set(0)
-        if serve_metrics(options["metrics_port"]):
-            self.stdout.write(f"metrics on :{options['metrics_port']}/metrics")
-
-        def request_stop(signum: int, _frame: Any) -> None:
-            self.stderr.write(f"{signal.Signals(signum).name} received; stopping the scheduler")
-            stop.set()
-
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
-        lock = SingletonLock(f"run_scheduler:{name}" if name else "run_scheduler")
-        say, warn = self.stdout.write, self.stderr.write
-        try:
-            with leadership(
-                lock, stop, poll=options["lock_poll"], say=say, warn=warn, gauge=LEADER
-            ) as leading:
-                if leading:
-                    self._schedule(stop, name, options)
-        except LeadershipLost as exc:
-            raise CommandError("lost the leader lock") from exc
+        with daemon(
+            self,
+            f"run_scheduler:{name}" if name else "run_scheduler",
+            what="the scheduler",
+            lock_poll=options["lock_poll"],
+            metrics_port=options["metrics_port"],
+            gauge=LEADER,
+        ) as role:
+            if role.leading:
+                self._schedule(role.stop, name, options)
         self.stdout.write("stopped")
 
     def _schedule(self, stop: threading.Event, name: str | None, options: dict[str, Any]) -> None:

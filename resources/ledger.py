@@ -112,8 +112,12 @@ def reserve(cluster: Cluster, pod: PodRef, node: str) -> list[Reservation]:
     """Reserve on ``node`` what ``pod`` requests of the cluster's managed resources, or raise
     ``InsufficientCapacity`` and reserve nothing; under the ledger lock, in one transaction.
 
-    A pod requesting none of them gets an empty list (nothing locked). The pod's earlier
-    reservations (a bind retried) are replaced."""
+    A pod requesting none of them gets an empty list (nothing locked). What the pod already
+    holds stays held: a live reservation of the pod on ``node`` is kept and not made again (the
+    returned list holds only what this call made, so a refused Binding gives back only that),
+    and one on another node stays until the watcher confirms the pod or it expires. Replacing
+    them would lose the reservation of a Binding that succeeded (another binder's, for the
+    same pod) while the watcher has not yet seen the pod bound."""
     names = [n for n in managed_names(cluster) if pod.requests.get(n, 0) > 0]
     if not names:
         return []
@@ -133,8 +137,15 @@ def reserve(cluster: Cluster, pod: PodRef, node: str) -> list[Reservation]:
         free = (capacity or 0) - taken[name].get(node, 0)
         if free < amount:
             raise InsufficientCapacity(name, node, free, amount)
-    if pod.uid:
-        Reservation.objects.filter(cluster=cluster, pod_uid=pod.uid).delete()
+    kept = (
+        set(
+            Reservation.objects.filter(cluster=cluster, pod_uid=pod.uid, node=node).values_list(
+                "resource", flat=True
+            )
+        )
+        if pod.uid
+        else set()
+    )
     expires = now + timedelta(seconds=reservation_seconds())
     return [
         Reservation.objects.create(
@@ -149,6 +160,7 @@ def reserve(cluster: Cluster, pod: PodRef, node: str) -> list[Reservation]:
             expires_at=expires,
         )
         for name in names
+        if name not in kept
     ]
 
 

@@ -95,7 +95,12 @@ def race(
         assert racing.stdout.readline().strip() == "racing"
         for name in pods:
             control_plane.create_pod(namespace, name, requests={LICENSE: "1"})
-        wait_for(settled, "the race over, two pods bound, the others refused", 90, 0.2)
+        try:
+            wait_for(settled, "the race over, two pods bound, the others refused", 90, 0.2)
+        except AssertionError as exc:
+            placed = control_plane.pods(namespace)
+            where = f"placed {placed}, at most {highest} on {licensed}"
+            raise AssertionError(f"{exc}; {where}") from None
         accepted = int(racing.stdout.read())
     placed = control_plane.pods(namespace)
     control_plane.delete_pods(namespace)

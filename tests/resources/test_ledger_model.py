@@ -54,12 +54,14 @@ class Model:
 
     def __init__(self) -> None:
         self.bound: dict[str, str] = {}
-        self.reserved: dict[str, str] = {}
+        # The nodes a pod holds reservations on, in the order made: a second bind of the pod
+        # keeps what the first holds (its Binding may have succeeded).
+        self.reserved: dict[str, list[str]] = {}
         self.gone: set[str] = set()
 
     def allocated(self, node: str, *, without: str = "") -> int:
         holders = {pod for pod, at in self.bound.items() if at == node}
-        holders |= {pod for pod, at in self.reserved.items() if at == node and pod != without}
+        holders |= {pod for pod, nodes in self.reserved.items() if node in nodes and pod != without}
         return len(holders)
 
     def free(self) -> dict[str, int]:
@@ -91,13 +93,17 @@ def test_the_ledger_follows_the_model_in_any_order(cluster: Cluster, steps: list
                 assert not fits, (step, model.__dict__)
             else:
                 assert fits, (step, model.__dict__)
-                model.reserved[pod] = node
-        elif kind == "confirm":  # the Binding was made; the watcher writes the pod bound
-            node = model.reserved.pop(pod, None)
-            if node is None:
+                nodes = model.reserved.setdefault(pod, [])
+                # Made anew only where the pod held nothing yet.
+                assert bool(held[pod]) == (node not in nodes), (step, model.__dict__)
+                if node not in nodes:
+                    nodes.append(node)
+        elif kind == "confirm":  # the last Binding was made; the watcher writes the pod bound
+            nodes = model.reserved.pop(pod, None)
+            if not nodes:
                 continue
-            apply_pods(cluster, [licensed_pod(pod, node=node)])
-            model.bound[pod] = node
+            apply_pods(cluster, [licensed_pod(pod, node=nodes[-1])])
+            model.bound[pod] = nodes[-1]
         elif kind == "gone":
             if pod in model.gone:
                 continue
@@ -105,10 +111,13 @@ def test_the_ledger_follows_the_model_in_any_order(cluster: Cluster, steps: list
             model.bound.pop(pod, None)
             model.reserved.pop(pod, None)
             model.gone.add(pod)
-        elif kind == "release":  # the API server refused the Binding
-            release(held.pop(pod, []))
-            if model.reserved.get(pod) and pod not in model.bound:
-                model.reserved.pop(pod)
+        elif kind == "release":  # the API server refused the last Binding
+            made = held.pop(pod, [])
+            release(made)
+            if made and pod not in model.bound and model.reserved.get(pod):
+                model.reserved[pod].remove(made[0].node)
+                if not model.reserved[pod]:
+                    model.reserved.pop(pod)
         else:  # the reservation outlives its time
             Reservation.objects.filter(pod_name=pod).update(
                 expires_at=timezone.now() - timedelta(seconds=1)

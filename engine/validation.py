@@ -153,6 +153,23 @@ def _selector_aliases(data: Mapping[str, Any], path: str, errs: _Errors) -> Mapp
     return renamed
 
 
+def _node_selector(data: Mapping[str, Any], errs: _Errors) -> Mapping[str, Any]:
+    """``data``'s ``node_selector`` (aliases renamed), its mistakes added to ``errs``; an empty
+    selector when it is not an object."""
+    selector = data.get("node_selector") or {}
+    if not isinstance(selector, Mapping):
+        errs.add("node_selector", "Must be an object.")
+        selector = {}
+    selector = _selector_aliases(selector, "node_selector", errs)
+    _unknown_keys(selector, {"node_names", "match_expressions"}, "node_selector", errs)
+    try:
+        node_selector_from_dict(selector, path="node_selector")
+    except EngineValidationError as exc:
+        for field, msg in exc.errors:
+            errs.add(field or "node_selector", msg)
+    return selector
+
+
 def clean_pod_selector(value: Any, path: str = "pod_selector") -> dict[str, Any]:
     """Canonical pod selector: namespaces, match_labels, match_expressions (all optional);
     Kubernetes' ``matchLabels`` / ``matchExpressions`` are accepted as aliases."""
@@ -311,17 +328,7 @@ def clean_label_assignment(
         errs.add("priority", "Must be an integer.")
     elif not -1000000 <= priority <= 1000000:
         errs.add("priority", "Must be between -1000000 and 1000000.")
-    selector = data.get("node_selector") or {}
-    if not isinstance(selector, Mapping):
-        errs.add("node_selector", "Must be an object.")
-        selector = {}
-    selector = _selector_aliases(selector, "node_selector", errs)
-    _unknown_keys(selector, {"node_names", "match_expressions"}, "node_selector", errs)
-    try:
-        node_selector_from_dict(selector, path="node_selector")
-    except EngineValidationError as exc:
-        for field, msg in exc.errors:
-            errs.add(field or "node_selector", msg)
+    selector = _node_selector(data, errs)
     labels = data.get("labels")
     if not isinstance(labels, Mapping) or not labels:
         errs.add("labels", "At least one label is required, as an object of key: value.")
@@ -391,17 +398,7 @@ def clean_expectation(data: Any) -> dict[str, Any]:
         pod_labels = {}
     else:
         errs.extend(labels_errors(pod_labels), "pod.labels")
-    selector = data.get("node_selector") or {}
-    if not isinstance(selector, Mapping):
-        errs.add("node_selector", "Must be an object.")
-        selector = {}
-    selector = _selector_aliases(selector, "node_selector", errs)
-    _unknown_keys(selector, {"node_names", "match_expressions"}, "node_selector", errs)
-    try:
-        node_selector_from_dict(selector, path="node_selector")
-    except EngineValidationError as exc:
-        for field, msg in exc.errors:
-            errs.add(field or "node_selector", msg)
+    selector = _node_selector(data, errs)
     description = _text(data, "description", errs, max_len=limits.MAX_DESCRIPTION_CHARS)
     enabled = _bool(data, "enabled", True, errs)
     errs.raise_if_any()

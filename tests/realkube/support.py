@@ -13,9 +13,9 @@ import yaml
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from inventory.models import Cluster, ClusterSource
+from inventory.models import Cluster, ClusterSource, Node
 from tests.factories import make_cluster
-from tests.support.control_plane import Process
+from tests.support.control_plane import Process, wait_for
 from tests.support.portal_server import (
     REPO,
     ExtenderServer,
@@ -129,6 +129,17 @@ class PortalProcesses:
         log = self.workdir / f"{name}-{len(self.watchers)}.log"
         process = Process(name, command, log, env)
         self.watchers.append(process)
+        return process
+
+    def watching(self, cluster: Cluster, names: list[str], timeout: float = 60) -> Process:
+        """``watch_nodes`` for ``cluster``, returned once its inventory holds the nodes
+        ``names``."""
+        process = self.watcher(cluster.name)
+        wait_for(
+            lambda: Node.objects.filter(cluster=cluster, name__in=names).count() == len(set(names)),
+            "the watcher's node list",
+            timeout,
+        )
         return process
 
     def stop(self) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from inventory.models import Node
 from tests.factories import make_policy
 from tests.support.control_plane import ControlPlane, wait_for
 
@@ -61,12 +60,7 @@ def test_the_api_server_writes_the_rules_into_new_pods(
         filter_rules=[{"kind": "label", "key": "zone", "operator": "In", "values": ["a"]}],
         weight_rules=[],
     )
-    portal.watcher("real")
-    wait_for(
-        lambda: Node.objects.filter(cluster=cluster, name__in=node_names).count() == 4,
-        "the watcher's node list",
-        60,
-    )
+    portal.watching(cluster, node_names)
     chain, key = control_plane.serving_certificate(f"extender-{namespace}")
     server = portal.extender(EXTENDER_TLS_CERT_FILE=str(chain), EXTENDER_TLS_KEY_FILE=str(key))
     # The configuration's caBundle comes from the certificate the portal's web process reads.

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from inventory.models import Cluster, Node
 from tests.factories import make_policy
 from tests.resources.support import LICENSE, license_resource
 from tests.support.control_plane import ControlPlane, wait_for
@@ -42,10 +41,6 @@ def database_sessions() -> list[tuple[Any, ...]]:
         return list(cursor.fetchall())
 
 
-def inventory_has(cluster: Cluster, names: list[str]) -> bool:
-    return Node.objects.filter(cluster=cluster, name__in=names).count() == len(names)
-
-
 def test_pods_are_placed_by_the_policies_and_refusals_quote_them(
     control_plane: ControlPlane,
     namespace: str,
@@ -71,8 +66,7 @@ def test_pods_are_placed_by_the_policies_and_refusals_quote_them(
         filter_rules=[{"kind": "label", "key": "zone", "operator": "In", "values": ["z"]}],
         weight_rules=[],
     )
-    portal.watcher("real")
-    wait_for(lambda: inventory_has(cluster, node_names), "the watcher's node list", 60)
+    portal.watching(cluster, node_names)
     server = portal.extender()
     probe = pod_body(namespace)
     wait_for(
@@ -123,8 +117,7 @@ def test_a_managed_resource_is_bound_up_to_its_capacity(
     node_names += [licensed, plain]
     cluster = kube_cluster("real", portal_kubeconfig, bind_enabled=True)
     license_resource(cluster, capacity="2", capacity_label="")
-    portal.watcher("real")
-    wait_for(lambda: inventory_has(cluster, node_names), "the watcher's node list", 60)
+    portal.watching(cluster, node_names)
     server = portal.extender()
     probe = pod_body(namespace, **{LICENSE: "1"})
     wait_for(

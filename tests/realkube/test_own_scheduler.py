@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes.utils.quantity import parse_quantity
 
-from inventory.models import Cluster, Node
+from inventory.models import Cluster
 from tests.factories import make_policy
 from tests.support.control_plane import ControlPlane, wait_for
 
@@ -35,12 +35,7 @@ def start(
     complete: that takes a pod event after it started (docs/own-scheduler.md, "A complete
     view"); in this quiet cluster a pod no scheduler handles is touched until then, rather than
     waiting for the watch's next bookmark (about a minute)."""
-    watcher = portal.watcher(cluster.name)
-    wait_for(
-        lambda: Node.objects.filter(cluster=cluster, name__in=nodes).count() == len(nodes),
-        "the watcher's node list",
-        60,
-    )
+    watcher = portal.watching(cluster, nodes)
     assert watcher.alive(), watcher.log()
     scheduler = portal.own_scheduler(cluster.name)
     pod(control_plane, namespace, "tick", "10m", schedulerName="nobody")

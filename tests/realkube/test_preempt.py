@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from inventory.models import Node
 from tests.factories import make_policy
 from tests.support.control_plane import ControlPlane, wait_for
 
@@ -51,12 +50,7 @@ def test_the_victim_is_on_the_node_the_policies_allow(
             filter_rules=[{"kind": "label", "key": "zone", "operator": "In", "values": ["a"]}],
             weight_rules=[],
         )
-        portal.watcher("real")
-        wait_for(
-            lambda: Node.objects.filter(cluster=cluster, name__in=node_names).count() == 2,
-            "the watcher's node list",
-            60,
-        )
+        portal.watching(cluster, node_names)
         server = portal.extender()
         config = generated("real", base_url=f"http://127.0.0.1:{server.port}")
         with control_plane.running_scheduler(config):

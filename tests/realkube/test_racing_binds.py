@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from inventory.models import Node
 from tests.resources.support import LICENSE, license_resource
 from tests.support.control_plane import ControlPlane, wait_for
 from tests.support.portal_server import ExtenderServer
@@ -120,12 +119,7 @@ def test_racing_binds_never_exceed_the_capacity(
     node_names += [licensed, plain]
     cluster = kube_cluster("real", portal_kubeconfig, bind_enabled=True)
     license_resource(cluster, capacity=str(CAPACITY), capacity_label="")
-    watcher = portal.watcher("real")
-    wait_for(
-        lambda: Node.objects.filter(cluster=cluster, name__in=node_names).count() == 2,
-        "the watcher's node list",
-        60,
-    )
+    watcher = portal.watching(cluster, node_names)
     servers = [portal.extender(), portal.extender()]
     config = generated("real", base_url=f"http://127.0.0.1:{servers[0].port}")
     racer = tmp_path / "racer.py"

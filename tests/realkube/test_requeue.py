@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from inventory.models import Node
 from policies.models import Policy
 from policies.services import policy_set_enabled
 from tests.factories import make_policy
@@ -39,12 +38,7 @@ def test_pods_freed_by_a_change_are_bound_within_seconds(
         filter_rules=[{"kind": "label", "key": "zone", "operator": "In", "values": ["z"]}],
         weight_rules=[],
     )
-    portal.watcher("real")
-    wait_for(
-        lambda: Node.objects.filter(cluster=cluster, name__in=node_names).count() == 2,
-        "the watcher's node list",
-        60,
-    )
+    portal.watching(cluster, node_names)
     server = portal.extender()
     config = generated("real", base_url=f"http://127.0.0.1:{server.port}")
     pods = [f"held-{i}" for i in range(4)]
@@ -88,12 +82,7 @@ def test_pods_freed_by_a_change_made_while_no_watcher_ran_are_bound_once_it_list
         filter_rules=[{"kind": "label", "key": "zone", "operator": "In", "values": ["z"]}],
         weight_rules=[],
     )
-    first = portal.watcher("real")
-    wait_for(
-        lambda: Node.objects.filter(cluster=cluster, name__in=node_names).count() == 2,
-        "the watcher's node list",
-        60,
-    )
+    first = portal.watching(cluster, node_names)
     server = portal.extender()
     config = generated("real", base_url=f"http://127.0.0.1:{server.port}")
     pods = [f"held-{i}" for i in range(4)]

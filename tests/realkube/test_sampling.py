@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from engine.sampling import FULL_SCORING, MIN_FEASIBLE_NODES_TO_FIND, nodes_sampled
-from inventory.models import Node
 from tests.factories import make_policy
 from tests.support.control_plane import ControlPlane, wait_for
 
@@ -80,12 +79,7 @@ def schedule(
         filter_rules=[{"kind": "label", "key": "tier", "operator": "In", "values": ["rare"]}],
         weight_rules=[],
     )
-    portal.watcher("real")
-    wait_for(
-        lambda: Node.objects.filter(cluster=cluster, name__in=names).count() == NODES,
-        "the watcher's node list",
-        90,
-    )
+    portal.watching(cluster, names, timeout=90)
     server = portal.extender()
     probe = pod_body(namespace)
     wait_for(

@@ -7,8 +7,9 @@
    configured to call, keep-alive, back to back and open loop, vs the minimal extender
    (``bench.extender_http``).
 3. Snapshot build time for 5,000 nodes and 100 policies, and retained memory per node.
-4. ``rebuild``: 15 clusters and 170 policies; a whole rebuild vs one that redoes only the
-   clusters a change touches, and how soon a change is served (``bench.extender_rebuild``).
+4. ``rebuild``: 15 clusters, 15,010 nodes and 217 policies; a whole rebuild vs one that redoes
+   only the clusters a change touches, and how soon a change (a policy edit, a node relabelled,
+   cordoned, added or deleted) is served (``bench.extender_rebuild``).
 
 Runs on a throwaway SQLite database, so it needs no server. Prints a table and writes
 ``bench/results/extender.md``; ``--only serve,rebuild`` runs some parts (printed, not written).

@@ -18,6 +18,7 @@ and small to read and compile).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
@@ -37,6 +38,14 @@ logger = logging.getLogger(__name__)
 
 # Bumped when the document's shape changes; a file of another format is ignored, not misread.
 FORMAT = 2
+
+# The policies the last build compiled, by (name, version), with the content each came from.
+# Compiling is a pure function of (content, version), so a policy whose content is unchanged
+# (the same object, or an equal one read again) is not compiled again: after a change to one
+# policy of 200, one is. Only the last build's policies are kept (bounded by the policies there
+# are); builds in other threads at most compile again what they find missing.
+_compiled: dict[tuple[str, int], tuple[Mapping[str, Any], CompiledPolicy]] = {}
+_compiled_lock = threading.Lock()
 
 
 def sources_document(
@@ -90,13 +99,7 @@ def snapshot_from_sources(
     if document.get("format") != FORMAT:
         raise ValueError(f"unsupported snapshot sources format {document.get('format')!r}")
     problems: list[str] = []
-    compiled: list[CompiledPolicy] = []
-    for content, version in document["policies"]:
-        try:
-            compiled.append(compile_policy(content, version=version))
-        except EngineValidationError as exc:
-            problems.append(f"policy {content.get('name')}: {exc}")
-            logger.error("policy %s left out of the snapshot: %s", content.get("name"), exc)
+    compiled = _compile_policies(document["policies"], problems)
     assignments: list[tuple[str | None, AssignmentSpec]] = []
     for scope, content in document["assignments"]:
         try:
@@ -121,6 +124,35 @@ def snapshot_from_sources(
         },
         previous=previous,
     )
+
+
+def _compile_policies(
+    policies: list[list[Any]] | list[tuple[dict[str, Any], int]], problems: list[str]
+) -> list[CompiledPolicy]:
+    """Each (content, version) compiled, reusing the last build's compilation of an unchanged
+    one; a policy that does not compile is named in ``problems`` and left out."""
+    global _compiled
+    with _compiled_lock:
+        known = _compiled
+    kept: dict[tuple[str, int], tuple[Mapping[str, Any], CompiledPolicy]] = {}
+    out: list[CompiledPolicy] = []
+    for content, version in policies:
+        key = (str(content.get("name")), version)
+        seen = known.get(key)
+        if seen is not None and (seen[0] is content or seen[0] == content):
+            policy = seen[1]
+        else:
+            try:
+                policy = compile_policy(content, version=version)
+            except EngineValidationError as exc:
+                problems.append(f"policy {content.get('name')}: {exc}")
+                logger.error("policy %s left out of the snapshot: %s", content.get("name"), exc)
+                continue
+        kept[key] = (content, policy)
+        out.append(policy)
+    with _compiled_lock:
+        _compiled = kept
+    return out
 
 
 def assignment_spec_from_content(content: Mapping[str, Any]) -> AssignmentSpec:

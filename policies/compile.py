@@ -39,6 +39,14 @@ logger = logging.getLogger(__name__)
 _latest: Snapshot | None = None
 _latest_lock = threading.Lock()
 
+# The content of each enabled policy as last read, by primary key, with the columns that say
+# whether it can have changed (``_policy_key``): every write of a policy's content, rules
+# included, goes through ``policies.services`` and raises its version. A read after a change to
+# one policy of 200 fetches that one with its rules; the others keep their content objects, so
+# the engine recognises them without comparing (``engine.sources``).
+_policy_contents: dict[int, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
+_policy_contents_lock = threading.Lock()
+
 
 def current_snapshot() -> Snapshot:
     """The snapshot at the committed revision: one indexed read when it is already built here,
@@ -113,7 +121,7 @@ def read_sources(*, known: Mapping[str, ClusterInputs] | None = None) -> dict[st
             if (seen := known.get(name)) is None or seen.facts != inputs[name].facts
         }
         nodes = _nodes(stale, whole=len(stale) == len(ids))
-        policies = _policies()
+        policies = _policies(cached=own_transaction)
         assignments = _assignments()
     return sources_document(
         revision=revision,
@@ -187,14 +195,54 @@ def _ints(values: Any) -> dict[str, int]:
     return {k: v for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def _policies() -> list[tuple[dict[str, Any], int]]:
-    rows = (
-        Policy.objects.filter(enabled=True)
-        .select_related("cluster")
-        .prefetch_related("filter_rules", "weight_rules")
-        .order_by("name")
+_POLICY_KEY = ("pk", "version", "name", "mode", "enabled", "cluster_id", "cluster__name")
+
+
+def _policies(*, cached: bool) -> list[tuple[dict[str, Any], int]]:
+    """(content, version) of every enabled policy by name; only the policies whose key moved
+    since the last read are read whole (with their rules).
+
+    ``cached`` is False inside a caller's transaction: what it wrote may yet be rolled back and
+    a later commit reuse the version number, so such a read neither uses nor fills the cache."""
+    global _policy_contents
+    keys = list(Policy.objects.filter(enabled=True).order_by("name").values_list(*_POLICY_KEY))
+    with _policy_contents_lock:
+        known = _policy_contents if cached else {}
+    changed = [key[0] for key in keys if (seen := known.get(key[0])) is None or seen[0] != key]
+    fresh = {}
+    if changed:
+        rows = (
+            Policy.objects.filter(pk__in=changed)
+            .select_related("cluster")
+            .prefetch_related("filter_rules", "weight_rules")
+        )
+        fresh = {
+            policy.pk: (_policy_key(policy), dict(policy_content(policy)), policy.version)
+            for policy in rows
+        }
+    current: dict[int, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
+    for key in keys:
+        entry = fresh.get(key[0]) or known.get(key[0])
+        if entry is None:  # deleted between the two reads (not in one transaction's snapshot)
+            continue
+        current[key[0]] = entry
+    if cached:
+        with _policy_contents_lock:
+            _policy_contents = current
+    return [(content, version) for _, content, version in current.values()]
+
+
+def _policy_key(policy: Policy) -> tuple[Any, ...]:
+    cluster = policy.cluster.name if policy.cluster is not None else None
+    return (
+        policy.pk,
+        policy.version,
+        policy.name,
+        policy.mode,
+        policy.enabled,
+        policy.cluster_id,
+        cluster,
     )
-    return [(dict(policy_content(policy)), policy.version) for policy in rows]
 
 
 def _assignments() -> list[tuple[str | None, dict[str, Any]]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
-from typing import cast
+from typing import Any, cast
 
 from engine.checks import MANAGED_SOURCES, FilterCheck, WeightCheck
 from engine.facts import NodeFacts, NodeTable
@@ -95,22 +95,39 @@ class PolicySetTable:
 class ClusterEvaluator:
     """Every rule of a cluster's policies judged over a fixed list of nodes."""
 
-    def __init__(self, policies: Sequence[CompiledPolicy], nodes: Sequence[NodeFacts]) -> None:
+    def __init__(
+        self,
+        policies: Sequence[CompiledPolicy],
+        nodes: Sequence[NodeFacts],
+        previous: ClusterEvaluator | None = None,
+    ) -> None:
+        """``previous``: the evaluator this one replaces, over the same ``nodes`` object. Its
+        columns are shared, and a rule of a policy compiled once for both (the same check
+        object) keeps its judgement: after one policy of a 5,000-node cluster changes, only that
+        policy's rules are judged again."""
         self.policies: tuple[CompiledPolicy, ...] = tuple(policies)
         columns = [
             check.column
             for p in self.policies
             for check in cast(tuple[FilterCheck | WeightCheck, ...], (*p.filters, *p.weights))
         ]
-        self.nodes = NodeTable(nodes, columns)
+        self.nodes = NodeTable(nodes, columns, previous.nodes if previous is not None else None)
+        judged: dict[int, Any] = {}
+        if previous is not None and self.nodes.names is previous.nodes.names:
+            for rules in (*previous._failing, *previous._contributions):
+                judged.update((id(check), result) for check, result in rules)
         # Per policy position, per rule: the codes (node values) the rule fails, with reasons.
         self._failing: tuple[tuple[tuple[FilterCheck, dict[int, str]], ...], ...] = tuple(
-            tuple(self._judge(check) for check in policy.filters) for policy in self.policies
+            tuple(
+                (check, judged[id(check)]) if id(check) in judged else self._judge(check)
+                for check in policy.filters
+            )
+            for policy in self.policies
         )
         # Per policy position, per node-only weight rule: non-zero contribution per code.
         self._contributions: tuple[tuple[tuple[WeightCheck, dict[int, float]], ...], ...] = tuple(
             tuple(
-                (check, self._contribute(check))
+                (check, judged[id(check)] if id(check) in judged else self._contribute(check))
                 for check in policy.weights
                 if check.contribution is not None
             )

@@ -78,13 +78,29 @@ def _value(facts: NodeFacts, column: Column) -> Any:
 class NodeTable:
     """Node names, their positions, and the columns the rules read."""
 
-    __slots__ = ("_columns", "index", "names")
+    __slots__ = ("_columns", "index", "names", "nodes")
 
-    def __init__(self, nodes: Sequence[NodeFacts], columns: Iterable[Column]) -> None:
-        self.names: tuple[str, ...] = tuple(sys.intern(node.name) for node in nodes)
-        self.index: dict[str, int] = {name: i for i, name in enumerate(self.names)}
+    def __init__(
+        self,
+        nodes: Sequence[NodeFacts],
+        columns: Iterable[Column],
+        previous: NodeTable | None = None,
+    ) -> None:
+        """``previous``: a table over the same ``nodes`` object, whose names and columns are
+        shared instead of built again (a rebuild after a policy change reads the same nodes)."""
+        self.nodes = nodes
+        reuse = previous if previous is not None and previous.nodes is nodes else None
+        self.names: tuple[str, ...] = (
+            reuse.names if reuse else tuple(sys.intern(node.name) for node in nodes)
+        )
+        self.index: dict[str, int] = (
+            reuse.index if reuse else {name: i for i, name in enumerate(self.names)}
+        )
         self._columns: dict[Column, tuple[Sequence[int], tuple[Any, ...]]] = {}
         for column in set(columns):
+            if reuse is not None and column in reuse._columns:
+                self._columns[column] = reuse._columns[column]
+                continue
             if column[0] == NAME:
                 self._columns[column] = (range(len(self.names)), self.names)
                 continue

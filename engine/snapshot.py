@@ -142,7 +142,7 @@ def build_cluster_snapshot(
     """
     specs = tuple(spec for scope, spec in assignments if scope is None or scope == cluster.name)
     nodes = list(nodes)
-    facts = [
+    facts = tuple(
         node_facts(
             sys.intern(node.name),
             labels=node.labels,
@@ -151,7 +151,7 @@ def build_cluster_snapshot(
             assignments=specs,
         )
         for node in nodes
-    ]
+    )
     applicable = [p for p in policies if p.applies_to_cluster(cluster.name)]
     evaluator = ClusterEvaluator(applicable, facts)
     prefixes = {name: _host_prefix(name) for name in evaluator.nodes.names}
@@ -165,7 +165,7 @@ def build_cluster_snapshot(
         assignments=specs,
         evaluator=evaluator,
         host_prefixes=prefixes,
-        facts=tuple(facts),
+        facts=facts,  # the object the evaluator was built over (see reuse_cluster_snapshot)
         admission=cluster.admission,
         admission_excluded_namespaces=frozenset(cluster.admission_excluded_namespaces),
         unpushed_keys=(
@@ -196,7 +196,7 @@ def reuse_cluster_snapshot(
     evaluator = built.evaluator
     if built.inputs is None or built.inputs.policies != inputs.policies:
         applicable = [p for p in policies if p.applies_to_cluster(cluster.name)]
-        evaluator = ClusterEvaluator(applicable, built.facts)
+        evaluator = ClusterEvaluator(applicable, built.facts, previous=built.evaluator)
     return replace(
         built,
         unknown_node_action=cluster.unknown_node_action,

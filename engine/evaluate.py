@@ -111,7 +111,9 @@ class ClusterEvaluator:
             for p in self.policies
             for check in cast(tuple[FilterCheck | WeightCheck, ...], (*p.filters, *p.weights))
         ]
-        self.nodes = NodeTable(nodes, columns, previous.nodes if previous is not None else None)
+        self.nodes: NodeTable = NodeTable(
+            nodes, columns, previous.nodes if previous is not None else None
+        )
         judged: dict[int, Any] = {}
         if previous is not None and self.nodes.names is previous.nodes.names:
             for rules in (*previous._failing, *previous._contributions):

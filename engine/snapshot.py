@@ -80,6 +80,9 @@ class ClusterSnapshot:
     admission_plans: dict[tuple[int, ...], Any] = field(default_factory=dict)
     # What the cluster was built from (None: unknown, never reused).
     inputs: ClusterInputs | None = None
+    # Per node, a fingerprint of the stored record its facts were judged from (NodeRecord's
+    # ``fingerprint``): a rebuild after one node changed judges that node again, not all.
+    fingerprints: dict[str, int] = field(default_factory=dict)
 
     @property
     def policies(self) -> tuple[CompiledPolicy, ...]:
@@ -124,6 +127,26 @@ class NodeRecord:
     allocatable: Mapping[str, int]
     conditions: Sequence[Mapping[str, Any]] | Mapping[str, str]
 
+    def fingerprint(self) -> int:
+        """A hash of everything node facts are judged from. Python salts string hashes per
+        process, so no label value can be chosen to collide with another node's."""
+        conditions = self.conditions
+        if isinstance(conditions, Mapping):
+            statuses: Any = frozenset(conditions.items())
+        else:
+            statuses = tuple(
+                (c.get("type"), c.get("status")) if isinstance(c, Mapping) else None
+                for c in conditions
+            )
+        return hash(
+            (
+                self.name,
+                frozenset(self.labels.items()),
+                frozenset(self.allocatable.items()),
+                statuses,
+            )
+        )
+
 
 class MissingClusterSources(ValueError):
     """A cluster to be reused has no reusable build: its nodes must be read (a full build)."""
@@ -135,15 +158,21 @@ def build_cluster_snapshot(
     policies: Sequence[CompiledPolicy],
     assignments: Sequence[tuple[str | None, AssignmentSpec]],
     inputs: ClusterInputs | None = None,
+    earlier: ClusterSnapshot | None = None,
 ) -> ClusterSnapshot:
     """Judge every rule of the policies that apply to ``cluster`` over its inventory.
 
     ``assignments`` pairs each enabled assignment with its cluster (None = every cluster).
+    ``earlier``: the cluster's previous build; a node whose stored record is unchanged (its
+    fingerprint) and whose label assignments are the same keeps the facts judged then.
     """
     specs = tuple(spec for scope, spec in assignments if scope is None or scope == cluster.name)
     nodes = list(nodes)
+    fingerprints = {node.name: node.fingerprint() for node in nodes}
+    judged = _judged_before(earlier, specs)
     facts = tuple(
-        node_facts(
+        judged.get((node.name, fingerprints[node.name]))
+        or node_facts(
             sys.intern(node.name),
             labels=node.labels,
             allocatable=node.allocatable,
@@ -154,7 +183,8 @@ def build_cluster_snapshot(
     )
     applicable = [p for p in policies if p.applies_to_cluster(cluster.name)]
     evaluator = ClusterEvaluator(applicable, facts)
-    prefixes = {name: _host_prefix(name) for name in evaluator.nodes.names}
+    known = earlier.host_prefixes if earlier is not None else {}
+    prefixes = {name: known.get(name) or _host_prefix(name) for name in evaluator.nodes.names}
     return ClusterSnapshot(
         name=cluster.name,
         unknown_node_action=cluster.unknown_node_action,
@@ -176,7 +206,22 @@ def build_cluster_snapshot(
             else frozenset()
         ),
         inputs=inputs,
+        fingerprints=fingerprints,
     )
+
+
+def _judged_before(
+    earlier: ClusterSnapshot | None, specs: tuple[AssignmentSpec, ...]
+) -> dict[tuple[str, int], NodeFacts]:
+    """The node facts ``earlier`` judged, by (name, fingerprint), when they were judged under
+    the same label assignments (else none: every node is judged again)."""
+    if earlier is None or earlier.assignments != specs or not earlier.fingerprints:
+        return {}
+    return {
+        (facts.name, earlier.fingerprints[facts.name]): facts
+        for facts in earlier.facts
+        if facts.name in earlier.fingerprints
+    }
 
 
 def reuse_cluster_snapshot(
@@ -242,10 +287,10 @@ def build_snapshot_from(
     for c in clusters:
         key = inputs.get(c.name)
         nodes = nodes_by_cluster.get(c.name)
-        if nodes is not None:
-            built[c.name] = build_cluster_snapshot(c, nodes, policies, assignments, key)
-            continue
         earlier = previous.clusters.get(c.name) if previous is not None else None
+        if nodes is not None:
+            built[c.name] = build_cluster_snapshot(c, nodes, policies, assignments, key, earlier)
+            continue
         if (
             key is None
             or earlier is None

@@ -339,3 +339,56 @@ def test_a_login_on_the_production_hasher_upgrades_an_old_pbkdf2_hash(
     page.context.clear_cookies()
     again = log_in(browser, live_server, "old-hash")  # the new hash logs in too
     assert again.locator("#console-dashboard").is_visible()
+
+
+def test_the_pending_page_confirms_the_placement_and_marks_old_messages(
+    browser, live_server, kube: tuple[FakeKubeServer, Cluster]
+) -> None:
+    """After a change frees pods and the portal asks kube-scheduler to retry them, the Pending
+    page says how many got placed and in how long, which still wait and why; kube-scheduler's
+    message written before the policies last changed is marked as possibly naming an old rule."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from inventory.pod_services import pod_inventory_listed, pod_inventory_nudged
+    from tests.console.test_pods import simple_pod
+
+    _, cluster = kube
+    nudged = timezone.now().replace(microsecond=0) - timedelta(seconds=30)
+    before = (nudged - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    message = "0/1 nodes are available: 1 Insufficient cpu."
+    pods_apply(
+        cluster=cluster,
+        records=[simple_pod(f"p{i}", at=before, message=message) for i in range(3)],
+        replace=True,
+    )
+    pod_inventory_listed(cluster, resource_version="1", seen=3)
+    pod_inventory_nudged(cluster, at=nudged, pods=3, revision=7, node="gpu-1")
+    placed = (nudged + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pods_apply(
+        cluster=cluster,
+        records=[simple_pod(f"p{i}", node="gpu-1", at=placed, rv="2") for i in range(2)],
+    )
+    # The rules change after kube-scheduler wrote its message about p2.
+    from policies.content import policy_content
+    from policies.models import Policy
+    from policies.services import policy_update
+
+    policy = Policy.objects.get(name="gpu-only")
+    content = dict(policy_content(policy))
+    content["description"] = "Changed after kube-scheduler wrote its messages."
+    policy_update(actor=None, policy=policy, data=content)
+    User.objects.create_superuser("admin-user", password=PASSWORD)
+    for width in (1440, 390):
+        page = log_in(browser, live_server, "admin-user", width=width, height=900)
+        page.locator("nav.portal-links a", has_text="Pending pods").click()
+        page.goto(f"{live_server.url}/admin/pending/?cluster=prod")
+        state = page.locator("#requeue-state").inner_text()
+        assert "Since then: 2 of 3 pods placed in 2 s." in state
+        assert "Still waiting (1): web/p2" in state
+        older = page.locator(".older-message")
+        assert older.count() == 1
+        assert "Seen before the policies last changed" in older.inner_text()
+        shot(page, f"pending-requeue-{width}")
+        assert fits(page)

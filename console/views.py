@@ -15,11 +15,20 @@ from core.errors import ContentError
 from inventory.models import Cluster
 from policies.models import Policy
 
+# What the dashboard needs: the viewer's reading rights (the pods' pages need the same).
+DASHBOARD_PERMISSION = "inventory.view_pod"
 EXPLAIN_FIELDS = ("cluster", "namespace", "name", "labels", "manifest", "nodes", "stored")
 
 
 def dashboard_view(request: HttpRequest) -> TemplateResponse:
-    """The admin's landing page: are my clusters fresh, which policies act, what is refused."""
+    """The admin's landing page: are my clusters fresh, which policies act, what is refused.
+
+    An account without the viewer's reading rights (a staff account no role was given yet) is
+    told so instead of being shown the installation's figures, or zeros that read as "all well".
+    """
+    if not request.user.has_perm(DASHBOARD_PERMISSION):
+        context = page_context(request, "Dashboard", app_list=app_list(request), no_role=True)
+        return TemplateResponse(request, "console/dashboard.html", context)
     data = dashboard.build()
     context = page_context(
         request,

@@ -131,9 +131,13 @@ def test_a_forbidden_page_is_the_portals_own_and_says_what_to_do(browser, live_s
     text = page.locator("#content-main").inner_text()
     assert "Your account (staff-only) lacks the permission" in text
     assert "Ask an administrator of the portal for the role you need" in text
+    shot(page, "forbidden-1440")
     page.click("#content-main a", timeout=5000)  # back to the dashboard
     page.wait_for_url("**/admin/")
-    shot(page, "forbidden-1440")
+    # Which says the account has no role rather than showing figures (or zeros read as "fine").
+    assert page.locator("#no-role-title").inner_text() == "Your account has no role yet"
+    assert page.locator("#problems-title").count() == 0
+    shot(page, "no-role-dashboard-1440")
 
 
 def test_the_dashboard_names_its_problems_and_their_sources(

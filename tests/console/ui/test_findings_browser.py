@@ -316,6 +316,8 @@ def test_managed_resources_edit_a_selector_and_show_a_node_over_capacity(
     text = page.locator("#content-main").inner_text()
     assert "No node of cluster prod carries the label example.com/licence" in text
     assert "did you mean example.com/licenses?" in text
+    assert "no node would offer this resource" in text
+    assert "assignment" not in text  # the label editors' word, not this page's
     assert not ManagedResource.objects.filter(name="example.com/seat").exists()
     shot(page, "managed-typo-held-1440")
     page.check("input[name=confirm_warnings]")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -43,7 +44,10 @@ def dashboard_view(request: HttpRequest) -> TemplateResponse:
 
 
 def explain_view(request: HttpRequest) -> HttpResponse:
-    """Explain a pod: the query string is the form, so every result is a permalink."""
+    """Explain a pod: the query string is the form, so every result is a permalink. It reads
+    the inventory's pods and nodes: the viewer's reading right is needed."""
+    if not request.user.has_perm(DASHBOARD_PERMISSION):
+        raise PermissionDenied
     query = {key: request.GET.get(key, "") for key in EXPLAIN_FIELDS}
     context: dict = page_context(
         request,
@@ -99,6 +103,8 @@ def save_expectation_url(request: HttpRequest, query: dict, result: dict) -> str
 
 def dry_run_view(request: HttpRequest, name: str) -> HttpResponse:
     """What the dry-run policy ``name`` would have rejected, from the decision log."""
+    if not request.user.has_perm(DASHBOARD_PERMISSION):
+        raise PermissionDenied
     policy = Policy.objects.filter(name=name).first()
     if policy is None:
         raise Http404(f"No policy named {name!r}.")

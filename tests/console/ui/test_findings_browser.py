@@ -137,6 +137,11 @@ def test_a_forbidden_page_is_the_portals_own_and_says_what_to_do(browser, live_s
     # Which says the account has no role rather than showing figures (or zeros read as "fine").
     assert page.locator("#no-role-title").inner_text() == "Your account has no role yet"
     assert page.locator("#problems-title").count() == 0
+    # Nor does the header offer the pod pages it may not open; explain answers 403 too.
+    assert page.locator("nav.portal-links a", has_text="Pending pods").count() == 0
+    response = page.goto(f"{live_server.url}/admin/explain/?cluster=demo&namespace=ml")
+    assert response is not None
+    assert response.status == 403
     shot(page, "no-role-dashboard-1440")
 
 

@@ -9,7 +9,10 @@ dashboard — the first requests that process serves — then repeat the login a
 With ``BENCH_WORKER_HOOK=1`` (the default) the process first does what gunicorn's
 ``post_worker_init`` hook does (``extender.gunicorn_hooks``), as a gunicorn worker would; 0
 leaves it out. Prints the median of the cold figures over ``BENCH_RUNS`` processes (default 5)
-and the password hasher's own cost.
+and the password hasher's own cost, for the old default hasher (PBKDF2-SHA256 at Django's
+1,000,000 iterations) and the portal's (Argon2id, m=19 MiB, t=2, p=1; ``core/hashers.py``)
+in the same run, their processes alternated so both see the same machine, with the load
+average before and after. ``BENCH_HASHERS=argon2`` (or ``pbkdf2``) measures one only.
 
     .venv/bin/python bench/login.py
 """
@@ -31,6 +34,18 @@ RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 NODES = int(os.environ.get("BENCH_NODES", "200"))
 PODS = int(os.environ.get("BENCH_PODS", "500"))
 USER, PASSWORD = "bench", "bench-password-1"
+# Each hasher measured: the first of PASSWORD_HASHERS in the measuring process, and its user
+# (whose password is stored with that hasher, so a login verifies it and upgrades nothing).
+HASHERS = {
+    "pbkdf2": [
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        "core.hashers.PortalArgon2idHasher",
+    ],
+    "argon2": [
+        "core.hashers.PortalArgon2idHasher",
+        "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    ],
+}
 
 
 def environ(var: str) -> dict[str, str]:
@@ -57,7 +72,12 @@ def prepare() -> None:
 
     call_command("migrate", verbosity=0)
     call_command("seed_demo", verbosity=0)
-    User.objects.create_superuser(USER, password=PASSWORD)
+    from django.contrib.auth.hashers import make_password
+
+    for name in HASHERS:
+        user = User.objects.create_superuser(f"{USER}-{name}")
+        user.password = make_password(PASSWORD, hasher=name.replace("pbkdf2", "pbkdf2_sha256"))
+        user.save()
     if NODES:
         from inventory.pod_services import pods_replace_static
         from inventory.services import cluster_create, nodes_apply
@@ -82,7 +102,11 @@ def cold() -> None:
 
     django.setup()
     from django.contrib.auth.hashers import get_hasher
-    from django.test import Client
+    from django.test import Client, override_settings
+
+    name = os.environ["BENCH_HASHER"]
+    override_settings(PASSWORD_HASHERS=HASHERS[name]).enable()
+    username = f"{USER}-{name}"
 
     setup = time.perf_counter() - started
     figures: dict[str, float] = {"setup": setup}
@@ -106,7 +130,7 @@ def cold() -> None:
         "login POST",
         client.post,
         "/admin/login/?next=/admin/",
-        {"username": USER, "password": PASSWORD, "next": "/admin/"},
+        {"username": username, "password": PASSWORD, "next": "/admin/"},
     )
     assert response.status_code == 302, response.status_code
     response = timed("first dashboard", client.get, "/admin/")
@@ -116,7 +140,7 @@ def cold() -> None:
         "warm login POST",
         client.post,
         "/admin/login/",
-        {"username": USER, "password": PASSWORD, "next": "/admin/"},
+        {"username": username, "password": PASSWORD, "next": "/admin/"},
     )
     timed("warm dashboard", client.get, "/admin/")
     hasher = get_hasher()
@@ -127,23 +151,41 @@ def cold() -> None:
     print(json.dumps(figures))
 
 
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
 def main() -> None:
+    chosen = [h for h in os.environ.get("BENCH_HASHERS", "pbkdf2,argon2").split(",") if h]
+    print(f"before: {load()}")
     with tempfile.TemporaryDirectory() as var:
         env = environ(var)
         me = [sys.executable, __file__]
         subprocess.run([*me, "prepare"], env=env, check=True, cwd=ROOT)
-        runs = []
+        runs: dict[str, list[dict]] = {name: [] for name in chosen}
         for _ in range(RUNS):
-            out = subprocess.run([*me, "cold"], env=env, cwd=ROOT, capture_output=True, text=True)
-            if out.returncode:
-                sys.exit(out.stderr[-3000:])
-            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"hasher: {runs[0]['hasher']}; load average: {os.getloadavg()}")
-    for name in runs[0]:
-        if name == "hasher":
-            continue
-        values = [run[name] * 1000 for run in runs]
-        print(f"{name:>18}: median {statistics.median(values):7.1f} ms  (max {max(values):.1f})")
+            for name in chosen:  # alternated: both hashers see the same machine
+                out = subprocess.run(
+                    [*me, "cold"],
+                    env={**env, "BENCH_HASHER": name},
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                )
+                if out.returncode:
+                    sys.exit(out.stderr[-3000:])
+                runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    print(f"after:  {load()}")
+    for name in chosen:
+        print(f"\nhasher: {runs[name][0]['hasher']} ({len(runs[name])} processes)")
+        for figure in runs[name][0]:
+            if figure == "hasher":
+                continue
+            values = [run[figure] * 1000 for run in runs[name]]
+            print(
+                f"{figure:>18}: median {statistics.median(values):7.1f} ms  (max {max(values):.1f})"
+            )
 
 
 if __name__ == "__main__":

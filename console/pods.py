@@ -23,7 +23,13 @@ from console.frame import page_context
 from core.errors import ContentError
 from inventory import sources
 from inventory.display import freshness, plain_error
-from inventory.evict import MAX_PER_REQUEST, pods_evict, protected_namespaces, stored_pods
+from inventory.evict import (
+    MAX_PER_REQUEST,
+    pods_evict,
+    protected_namespaces,
+    stored_pods,
+    terminating_among,
+)
 from inventory.models import Cluster, Node, Pod, PodInventory
 from inventory.pod_queries import placed_since
 from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
@@ -243,6 +249,9 @@ def violations_view(request: HttpRequest) -> HttpResponse:
     if cluster is None:
         return TemplateResponse(request, "console/violations.html", context)
     rows = violations(cluster, namespace=request.GET.get("namespace") or None)
+    # Pods evicted a moment ago (or being deleted) are marked as such at once, whatever the
+    # cached verdicts still say, and are not offered for eviction again.
+    terminating = terminating_among(cluster, [(r.namespace, r.name) for r in rows])
     if request.method == "POST":
         if not can_evict:
             raise PermissionDenied
@@ -250,7 +259,8 @@ def violations_view(request: HttpRequest) -> HttpResponse:
             messages.error(request, evict_blocked)
             back = f"{reverse('admin:console-violations')}?{urlencode({'cluster': cluster.name})}"
             return HttpResponseRedirect(back)
-        return _evict_flow(request, cluster, rows, context)
+        live = [r for r in rows if (r.namespace, r.name) not in terminating]
+        return _evict_flow(request, cluster, live, context)
     shown = rows[:SHOWN_VIOLATIONS]
     urls = _policy_urls({reason.partition("/")[0] for r in shown for reason in r.reasons})
     nodes = dict(
@@ -268,12 +278,14 @@ def violations_view(request: HttpRequest) -> HttpResponse:
                 else "",
                 [(reason, urls.get(reason.partition("/")[0], "")) for reason in row.reasons],
                 explain_url(cluster.name, row.namespace, row.name, row.labels),
+                (row.namespace, row.name) in terminating,
             )
             for row in shown
         ],
         rows=shown,
         hidden=max(0, len(rows) - SHOWN_VIOLATIONS),
-        total=len(rows),
+        total=len(rows) - len(terminating),
+        terminating_count=len(terminating),
         policy_urls=urls,
         namespace=request.GET.get("namespace", ""),
     )

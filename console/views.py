@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -15,11 +16,20 @@ from core.errors import ContentError
 from inventory.models import Cluster
 from policies.models import Policy
 
+# What the dashboard needs: the viewer's reading rights (the pods' pages need the same).
+DASHBOARD_PERMISSION = "inventory.view_pod"
 EXPLAIN_FIELDS = ("cluster", "namespace", "name", "labels", "manifest", "nodes", "stored")
 
 
 def dashboard_view(request: HttpRequest) -> TemplateResponse:
-    """The admin's landing page: are my clusters fresh, which policies act, what is refused."""
+    """The admin's landing page: are my clusters fresh, which policies act, what is refused.
+
+    An account without the viewer's reading rights (a staff account no role was given yet) is
+    told so instead of being shown the installation's figures, or zeros that read as "all well".
+    """
+    if not request.user.has_perm(DASHBOARD_PERMISSION):
+        context = page_context(request, "Dashboard", app_list=app_list(request), no_role=True)
+        return TemplateResponse(request, "console/dashboard.html", context)
     data = dashboard.build()
     context = page_context(
         request,
@@ -34,7 +44,10 @@ def dashboard_view(request: HttpRequest) -> TemplateResponse:
 
 
 def explain_view(request: HttpRequest) -> HttpResponse:
-    """Explain a pod: the query string is the form, so every result is a permalink."""
+    """Explain a pod: the query string is the form, so every result is a permalink. It reads
+    the inventory's pods and nodes: the viewer's reading right is needed."""
+    if not request.user.has_perm(DASHBOARD_PERMISSION):
+        raise PermissionDenied
     query = {key: request.GET.get(key, "") for key in EXPLAIN_FIELDS}
     context: dict = page_context(
         request,
@@ -90,6 +103,8 @@ def save_expectation_url(request: HttpRequest, query: dict, result: dict) -> str
 
 def dry_run_view(request: HttpRequest, name: str) -> HttpResponse:
     """What the dry-run policy ``name`` would have rejected, from the decision log."""
+    if not request.user.has_perm(DASHBOARD_PERMISSION):
+        raise PermissionDenied
     policy = Policy.objects.filter(name=name).first()
     if policy is None:
         raise Http404(f"No policy named {name!r}.")

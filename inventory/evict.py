@@ -23,6 +23,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.db.models import F
 from kubernetes.client.exceptions import ApiException
 
 from core.audit import audit_record
@@ -30,7 +31,7 @@ from core.errors import ContentError
 from core.models import AuditAction
 from inventory import sources
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
-from inventory.models import Cluster, Pod
+from inventory.models import Cluster, Pod, PodInventory
 from inventory.pod_services import pods_apply
 
 logger = logging.getLogger(__name__)
@@ -166,6 +167,7 @@ def pods_evict(
     if gone:
         # The cluster says they are gone; the watch will say so too, this just says it first.
         pods_apply(cluster=cluster, records=[], deleted=gone)
+    mark_terminating(cluster, [(r.namespace, r.name) for r in results if r.ok])
     audit_record(
         actor=actor,
         action=AuditAction.EVICT,
@@ -182,6 +184,31 @@ def pods_evict(
         cluster.name,
     )
     return results
+
+
+def mark_terminating(cluster: Cluster, keys: list[tuple[str, str]]) -> int:
+    """Record the evicted pods as terminating at once: the API server accepted the eviction,
+    so the pod is being deleted, but the watch may take a while to say so. Until it does,
+    the pages would list them as if nothing had happened. Returns how many were marked."""
+    marked = 0
+    for namespace, name in keys:
+        marked += Pod.objects.filter(
+            cluster=cluster, namespace=namespace, name=name, terminating=False
+        ).update(terminating=True)
+    if marked:
+        # Cached verdicts of the cluster's pods are recomputed for this change.
+        PodInventory.objects.filter(cluster=cluster).update(changes=F("changes") + 1)
+    return marked
+
+
+def terminating_among(cluster: Cluster, keys: list[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Which of ``keys`` the inventory records as terminating (evicted or being deleted)."""
+    names = {name for _, name in keys}
+    found = Pod.objects.filter(cluster=cluster, name__in=names, terminating=True).values_list(
+        "namespace", "name"
+    )
+    wanted = set(keys)
+    return {key for key in found if key in wanted}
 
 
 def stored_pods(cluster: Cluster, keys: list[tuple[str, str]]) -> list[Pod]:

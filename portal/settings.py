@@ -225,6 +225,14 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "admin:login"
+# Argon2id at OWASP's baseline cost (core/hashers.py; docs/security.md, "What a login costs").
+# The PBKDF2 hashers stay listed so passwords stored under the earlier default keep verifying;
+# each is re-hashed with Argon2id at its user's next successful login.
+PASSWORD_HASHERS = [
+    "core.hashers.PortalArgon2idHasher",
+    "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+]
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

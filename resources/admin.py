@@ -131,7 +131,16 @@ class ManagedResourceForm(forms.ModelForm):
             for name, labels in Node.objects.filter(cluster=cluster).values_list("name", "labels")
         ]
         found = assignment_warnings(selector, nodes, where=f" of cluster {cluster.name}")
-        return [warning.message for warning in found]
+        return [
+            # The label editors' wording speaks of an assignment; say what it means here.
+            warning.message.replace(
+                "this assignment labels nothing.",
+                "no node would offer this resource, so every pod requesting it would wait.",
+            )
+            if warning.code == "matches_no_nodes"
+            else warning.message
+            for warning in found
+        ]
 
 
 @admin.register(ManagedResource)

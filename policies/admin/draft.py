@@ -50,6 +50,29 @@ def pod_consequences(report: dict[str, Any]) -> tuple[int, int]:
     return sum(p["new_violations"] for p in pods), sum(p["new_held"] for p in pods)
 
 
+def hold_message(report: dict[str, Any]) -> str:
+    """Why a save is held until confirmed, with the numbers (warnings, broken expectations,
+    running pods made to break a rule, Pending pods left no node); empty when nothing holds it."""
+    warnings = report["warnings"]
+    broken = report.get("broken_expectations") or []
+    violations, held = pod_consequences(report)
+    parts = []
+    if warnings:
+        parts.append(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
+    if broken:
+        parts.append(f"breaks {len(broken)} expectation{'s' if len(broken) != 1 else ''}")
+    if violations:
+        parts.append(f"makes {violations} running pod{'s' if violations != 1 else ''} break a rule")
+    if held:
+        parts.append(f"leaves {held} Pending pod{'s' if held != 1 else ''} no node")
+    if not parts:
+        return ""
+    return (
+        f"Not saved yet: this change has {' and '.join(parts)}. Read the impact "
+        "preview below, then tick “Save anyway” and save again."
+    )
+
+
 def draft_report(content: dict[str, Any], saved: Policy | None) -> dict[str, Any]:
     """Impact, warnings and (for an existing policy) the diff from its saved content."""
     try:
@@ -93,27 +116,9 @@ class DraftCheck:
         self.report = draft_report(content, self.policy if self.policy.pk else None)
         if PREVIEW_BUTTON in self.request.POST:
             return False
-        warnings = self.report["warnings"]
-        broken = self.report.get("broken_expectations") or []
-        violations, held = pod_consequences(self.report)
-        if (warnings or broken or violations or held) and not self.request.POST.get(CONFIRM_FIELD):
-            parts = []
-            if warnings:
-                parts.append(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
-            if broken:
-                parts.append(f"breaks {len(broken)} expectation{'s' if len(broken) != 1 else ''}")
-            if violations:
-                parts.append(
-                    f"makes {violations} running pod{'s' if violations != 1 else ''} break a rule"
-                )
-            if held:
-                parts.append(f"leaves {held} Pending pod{'s' if held != 1 else ''} no node")
-            self._errors = ErrorList(
-                [
-                    f"Not saved yet: this change has {' and '.join(parts)}. Read the impact "
-                    "preview below, then tick “Save anyway” and save again."
-                ]
-            )
+        hold = hold_message(self.report)
+        if hold and not self.request.POST.get(CONFIRM_FIELD):
+            self._errors = ErrorList([hold])
             return False
         return True
 

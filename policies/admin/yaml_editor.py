@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.forms.utils import ErrorList
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -20,7 +21,7 @@ from django.urls import reverse
 from core.api.formats import yaml_dump, yaml_error_text, yaml_load
 from core.errors import ContentError, ExpectationsBroken, VersionConflict
 from core.limits import MAX_DOCUMENT_BYTES, MAX_NOTE_CHARS
-from policies.admin.draft import CONFIRM_FIELD, PREVIEW_BUTTON, draft_report
+from policies.admin.draft import CONFIRM_FIELD, PREVIEW_BUTTON, draft_report, hold_message
 from policies.content import policy_content
 from policies.models import Policy
 from policies.services import policy_update
@@ -58,7 +59,7 @@ def yaml_view(modeladmin: Any, request: HttpRequest, object_id: str) -> HttpResp
                 if done is not None:
                     return done
             elif problems and PREVIEW_BUTTON not in request.POST:
-                hold = ["Not saved yet: read the warnings below, tick “Save anyway” and save."]
+                hold = ErrorList([hold_message(report)])
     opts = Policy._meta
     context = {
         **modeladmin.admin_site.each_context(request),

@@ -381,3 +381,25 @@ def test_scheduler_messages_seen_before_a_policy_change_are_marked() -> None:
     html = viewer.get("/admin/pending/?cluster=demo").content.decode()
     rest = html[html.index('id="rest-title"') :]
     assert rest.count("Seen before the policies last changed") == 3
+
+
+@pytest.mark.usefixtures("demo")
+def test_a_pod_recorded_terminating_is_marked_even_while_verdicts_are_cached(settings) -> None:
+    """An eviction records the pod terminating at once; the Violations page marks it so and
+    stops counting it even when the verdicts it shows were computed before."""
+    from inventory.evict import mark_terminating
+    from inventory.models import Pod
+
+    settings.POD_VERDICT_MAX_AGE_SECONDS = 3600  # the cached verdicts are reused
+    viewer = client_for("viewer")
+    before = viewer.get("/admin/violations/?cluster=demo").content.decode()
+    assert "demo: 1 running pod on nodes" in before
+    legacy = Pod.objects.get(cluster__name="demo", name__startswith="train-legacy-")
+    cluster = legacy.cluster
+    assert mark_terminating(cluster, [("ml", legacy.name), ("ml", "no-such-pod")]) == 1
+    assert mark_terminating(cluster, [("ml", legacy.name)]) == 0  # already marked
+    html = viewer.get("/admin/violations/?cluster=demo").content.decode()
+    assert "demo: 0 running pods on nodes the enforce policies now reject, and 1 terminating" in (
+        html
+    )
+    assert "terminating: evicted, being deleted" in html

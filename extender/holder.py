@@ -49,6 +49,12 @@ class SnapshotHolder:
         self.last_rejudged: tuple[str, ...] = ()
         self.last_reused: tuple[str, ...] = ()
         self._load_lock = threading.Lock()
+        # Time windows (engine.windows): the document the served snapshot was built from, and
+        # the timer that judges it again at the snapshot's next switch.
+        self._document: dict | None = None
+        self._switch_timer: threading.Timer | None = None
+        self._timer_for: Snapshot | None = None
+        self.switches = 0  # snapshots swapped in at a window's switch
 
     def load(self) -> Snapshot:
         """Build a snapshot from the database, swap it in and keep its sources on disk.
@@ -78,7 +84,9 @@ class SnapshotHolder:
             self.from_disk = False
             self._note_work(previous, snapshot, set(document["nodes"]))
             self._kept_whole = persist.save(document)
+            self._document = document
         remember(snapshot)
+        self.ensure_switch_timer()
         logger.debug(
             "revision %s: clusters read %s, rules judged again %s, reused %s",
             snapshot.revision,
@@ -119,9 +127,11 @@ class SnapshotHolder:
             self.snapshot = snapshot
             self.from_disk = True
             self._kept_whole = True
+            self._document = document
             gc.freeze()
             logger.info("serving revision %s from the snapshot kept on disk", snapshot.revision)
-            return snapshot
+        self.ensure_switch_timer()
+        return snapshot
 
     def swap(self, snapshot: Snapshot) -> None:
         """Serve ``snapshot`` from now on."""
@@ -131,6 +141,72 @@ class SnapshotHolder:
         # A snapshot is long-lived and acyclic: keep the collector from re-scanning it on
         # every full pass (old snapshots are still freed by reference counting).
         gc.freeze()
+
+    # --- time windows -------------------------------------------------------------------
+
+    def ensure_switch_timer(self) -> None:
+        """Arm the timer for the served snapshot's next window switch, unless it is armed
+        (the refresher calls this on every check: a forked process has no timer thread)."""
+        snapshot = self.snapshot
+        if snapshot is None or snapshot.next_switch is None:
+            return
+        timer = self._switch_timer
+        if timer is not None and timer.is_alive() and self._timer_for is snapshot:
+            return
+        if timer is not None:
+            timer.cancel()
+        delay = max(0.0, snapshot.next_switch - time.time())
+        timer = threading.Timer(delay, self.switch, args=(snapshot,))
+        timer.daemon = True
+        timer.name = "snapshot-window-switch"
+        self._switch_timer, self._timer_for = timer, snapshot
+        timer.start()
+
+    def switch(self, expected: Snapshot | None = None) -> Snapshot | None:
+        """Judge the served snapshot's document again now, if a window switched since it was
+        judged, and serve the result (no database access). Past the windows' horizon the
+        document is read again from the database. Returns the snapshot swapped in, if any."""
+        with self._load_lock:
+            current = self.snapshot
+            document = self._document
+            if current is None or (expected is not None and current is not expected):
+                return None  # a newer snapshot was loaded meanwhile; it has its own timer
+            now = time.time()
+            if not current.switch_due(now) or document is None:
+                switched = None
+            else:
+                try:
+                    switched = snapshot_from_sources(
+                        document, built_at=current.built_at, previous=current, at=now
+                    )
+                except Exception:
+                    logger.exception("judging the time windows again failed; reloading")
+                    switched = None
+            if switched is not None and not switched.switch_due(now):
+                self.snapshot = switched
+                self.switches += 1
+                gc.freeze()
+                logger.info(
+                    "time window switch at %.3f: revision %s judged again (next switch %s)",
+                    now,
+                    switched.revision,
+                    switched.next_switch,
+                )
+        if switched is None or switched.switch_due():
+            if current is not None and current.switch_due():
+                try:
+                    return self.load()  # past the horizon: expand the windows again
+                except Exception:
+                    logger.exception("reloading at the time windows' horizon failed")
+            elif current is not None and current is self._timer_for:
+                self._timer_for = None  # woken early: arm again for the same switch
+            self.ensure_switch_timer()
+            return None
+        from policies.compile import remember
+
+        remember(switched)
+        self.ensure_switch_timer()
+        return switched
 
 
 def _inputs(snapshot: Snapshot | None) -> dict[str, ClusterInputs] | None:

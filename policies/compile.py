@@ -23,6 +23,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from core.revisions import cluster_revisions, current_snapshot_revision
+from engine.rollout import staged_content
 from engine.snapshot import (
     ClusterInputs,
     ClusterSettings,
@@ -34,6 +35,7 @@ from engine.sources import snapshot_from_sources, sources_document
 from inventory.models import Cluster, Node
 from policies.content import label_assignment_content, policy_content
 from policies.models import LabelAssignment, Policy
+from policies.windows import activity
 
 logger = logging.getLogger(__name__)
 _latest: Snapshot | None = None
@@ -45,11 +47,11 @@ def current_snapshot() -> Snapshot:
     a build when the configuration has moved on (the web process may not run the refresher)."""
     revision = current_snapshot_revision()
     latest = _latest
-    if latest is not None and latest.revision == revision:
+    if latest is not None and latest.revision == revision and not latest.switch_due():
         return latest
     with _latest_lock:
         latest = _latest
-        if latest is None or latest.revision != revision:
+        if latest is None or latest.revision != revision or latest.switch_due():
             latest = build_snapshot(previous=latest)
             remember(latest)
         return latest
@@ -113,7 +115,7 @@ def read_sources(*, known: Mapping[str, ClusterInputs] | None = None) -> dict[st
             if (seen := known.get(name)) is None or seen.facts != inputs[name].facts
         }
         nodes = _nodes(stale, whole=len(stale) == len(ids))
-        policies = _policies()
+        policies = _policies(read_at)
         assignments = _assignments()
     return sources_document(
         revision=revision,
@@ -187,14 +189,23 @@ def _ints(values: Any) -> dict[str, int]:
     return {k: v for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool)}
 
 
-def _policies() -> list[tuple[dict[str, Any], int]]:
+def _policies(now: float) -> list[tuple[dict[str, Any], int]]:
+    """Each enabled policy's content as its rollout's stage puts it in force, with its time
+    windows expanded from ``now`` (``activity``, engine.windows)."""
     rows = (
         Policy.objects.filter(enabled=True)
         .select_related("cluster")
         .prefetch_related("filter_rules", "weight_rules")
         .order_by("name")
     )
-    return [(dict(policy_content(policy)), policy.version) for policy in rows]
+    out = []
+    for policy in rows:
+        content = staged_content(policy_content(policy))
+        windows = activity(content, now=now)
+        if windows is not None:
+            content["activity"] = windows
+        out.append((content, policy.version))
+    return out
 
 
 def _assignments() -> list[tuple[str | None, dict[str, Any]]]:

@@ -125,3 +125,13 @@ def test_the_canary_stage_enforces_in_the_canary_namespaces_only() -> None:
     compiled = {p.name: p for p in build_snapshot().policies}["zone-a"]
     assert compiled.enforce
     assert compiled.namespaces == frozenset({"team-a"})
+
+
+def test_the_project_counts_zero_node_calls_from_the_decision_log() -> None:
+    from django.apps import apps
+
+    from portal.apps import zero_node_calls
+
+    apps.get_app_config("site").ready()
+    assert rollouts._zero_node_counter is zero_node_calls
+    assert zero_node_calls("zone-a", T0) == 0  # the query runs on this database

@@ -23,6 +23,9 @@ from extender import persist
 
 logger = logging.getLogger(__name__)
 
+# A window's switch is judged this long before its boundary, and swapped in at the boundary.
+PREPARE_SECONDS = 0.8
+
 
 def describe_error(stage: str, exc: BaseException) -> str:
     """What ``/readyz`` and ``/metrics`` may say about a failure: the stage and the error type.
@@ -146,7 +149,9 @@ class SnapshotHolder:
 
     def ensure_switch_timer(self) -> None:
         """Arm the timer for the served snapshot's next window switch, unless it is armed
-        (the refresher calls this on every check: a forked process has no timer thread)."""
+        (``_start`` of the refresher calls this too: a forked process has no timer thread).
+        The timer fires ``PREPARE_SECONDS`` early, so the snapshot is judged before the
+        boundary and swapped in at it."""
         snapshot = self.snapshot
         if snapshot is None or snapshot.next_switch is None:
             return
@@ -155,7 +160,7 @@ class SnapshotHolder:
             return
         if timer is not None:
             timer.cancel()
-        delay = max(0.0, snapshot.next_switch - time.time())
+        delay = max(0.0, snapshot.next_switch - PREPARE_SECONDS - time.time())
         timer = threading.Timer(delay, self.switch, args=(snapshot,))
         timer.daemon = True
         timer.name = "snapshot-window-switch"
@@ -163,50 +168,61 @@ class SnapshotHolder:
         timer.start()
 
     def switch(self, expected: Snapshot | None = None) -> Snapshot | None:
-        """Judge the served snapshot's document again now, if a window switched since it was
-        judged, and serve the result (no database access). Past the windows' horizon the
-        document is read again from the database. Returns the snapshot swapped in, if any."""
-        with self._load_lock:
-            current = self.snapshot
-            document = self._document
-            if current is None or (expected is not None and current is not expected):
-                return None  # a newer snapshot was loaded meanwhile; it has its own timer
-            now = time.time()
-            if not current.switch_due(now) or document is None:
-                switched = None
-            else:
-                try:
-                    switched = snapshot_from_sources(
-                        document, built_at=current.built_at, previous=current, at=now
-                    )
-                except Exception:
-                    logger.exception("judging the time windows again failed; reloading")
-                    switched = None
-            if switched is not None and not switched.switch_due(now):
-                self.snapshot = switched
-                self.switches += 1
-                gc.freeze()
-                logger.info(
-                    "time window switch at %.3f: revision %s judged again (next switch %s)",
-                    now,
-                    switched.revision,
-                    switched.next_switch,
-                )
-        if switched is None or switched.switch_due():
-            if current is not None and current.switch_due():
-                try:
-                    return self.load()  # past the horizon: expand the windows again
-                except Exception:
-                    logger.exception("reloading at the time windows' horizon failed")
-            elif current is not None and current is self._timer_for:
-                self._timer_for = None  # woken early: arm again for the same switch
-            self.ensure_switch_timer()
+        """Judge the served snapshot's document again for its next window switch and serve
+        the result from that instant on (no database access). Past the windows' horizon the
+        document is read again from the database instead. Returns the snapshot swapped in."""
+        current = self.snapshot
+        document = self._document
+        if current is None or (expected is not None and current is not expected):
+            return None  # a newer snapshot was loaded meanwhile; it has its own timer
+        target = current.next_switch
+        if target is None:
             return None
+        prepared = None
+        if document is not None:
+            try:
+                prepared = snapshot_from_sources(
+                    document,
+                    built_at=current.built_at,
+                    previous=current,
+                    at=max(target, time.time()),
+                )
+            except Exception:
+                logger.exception("judging the time windows again failed; reloading")
+        _sleep_until(target)
+        if prepared is None or prepared.switch_due(prepared.active_at):
+            return self._reload_at_horizon(current)
+        with self._load_lock:
+            if self.snapshot is not current:
+                return None  # a load won the race; it judged the windows itself
+            self.snapshot = prepared
+            self.switches += 1
+        gc.freeze()
+        logger.info(
+            "time window switch at %.3f: revision %s judged again (next switch %s)",
+            target,
+            prepared.revision,
+            prepared.next_switch,
+        )
         from policies.compile import remember
 
-        remember(switched)
+        remember(prepared)
         self.ensure_switch_timer()
-        return switched
+        return prepared
+
+    def _reload_at_horizon(self, current: Snapshot) -> Snapshot | None:
+        """The windows of the document are spent: expand them again from the database."""
+        try:
+            if self.snapshot is current:
+                return self.load()
+        except Exception:
+            logger.exception("reloading at the time windows' horizon failed")
+        return None
+
+
+def _sleep_until(moment: float) -> None:
+    while (left := moment - time.time()) > 0:
+        time.sleep(min(left, 0.05))
 
 
 def _inputs(snapshot: Snapshot | None) -> dict[str, ClusterInputs] | None:

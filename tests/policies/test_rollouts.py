@@ -32,9 +32,10 @@ def prod() -> None:
         Pod.objects.create(
             cluster=cluster, namespace=ns, name=f"{ns}-pod", uid=f"u-{ns}", last_seen=T0
         )
+    registered = rollouts._zero_node_counter
     rollouts.register_zero_node_counter(lambda policy, since: 0)
     yield
-    rollouts.register_zero_node_counter(None)
+    rollouts.register_zero_node_counter(registered)
     forget()
 
 

@@ -16,6 +16,7 @@ import gc
 import logging
 import threading
 import time
+from typing import Any
 
 from engine.snapshot import ClusterInputs, MissingClusterSources, Snapshot
 from engine.sources import snapshot_from_sources
@@ -54,7 +55,7 @@ class SnapshotHolder:
         self._load_lock = threading.Lock()
         # Time windows (engine.windows): the document the served snapshot was built from, and
         # the timer that judges it again at the snapshot's next switch.
-        self._document: dict | None = None
+        self._document: dict[str, Any] | None = None
         self._switch_timer: threading.Timer | None = None
         self._timer_for: Snapshot | None = None
         self.switches = 0  # snapshots swapped in at a window's switch

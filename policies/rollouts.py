@@ -92,7 +92,8 @@ def zero_node_pods(content: dict[str, Any], *, limit: int = 20) -> tuple[int, li
     node, with the names of the first ``limit``."""
     target = compile_policy({**content, "mode": "enforce", "rollout": None}, version=0)
     snapshot = current_snapshot()
-    count, names = 0, []
+    count = 0
+    names: list[str] = []
     for name, cluster in snapshot.clusters.items():
         if not target.applies_to_cluster(name) or not cluster.facts:
             continue
@@ -117,8 +118,8 @@ def zero_node_pods(content: dict[str, Any], *, limit: int = 20) -> tuple[int, li
 
 def judge_gates(policy: Policy, since: datetime) -> list[Gate]:
     """Every gate of the policy's rollout, judged now."""
-    content = dict(policy_content(policy))
-    plan = content["rollout"]
+    content: dict[str, Any] = dict(policy_content(policy))
+    plan: dict[str, Any] = content["rollout"]
     gates = []
     after = next_stage(plan["stage"])
     replace = {policy.name: staged_content({**content, "rollout": {**plan, "stage": after}})}

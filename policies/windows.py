@@ -154,7 +154,7 @@ def timeline(
                     "width": round((high - low) / (end - now) * 100, 3),
                 }
             )
-    switches = []
+    switches: list[dict[str, Any]] = []
     at = now
     while len(switches) < limit:
         found = windows.next_switch(at)

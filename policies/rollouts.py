@@ -262,6 +262,7 @@ def rollout_status(policy: Policy) -> dict[str, Any]:
     progress = PolicyRollout.objects.filter(policy=policy).first()
     return {
         "policy": policy.name,
+        "pk": policy.pk,
         "stage": plan.get("stage"),
         "next": next_stage(plan["stage"]) if plan.get("stage") else None,
         "canary_namespaces": plan.get("canary_namespaces") or [],

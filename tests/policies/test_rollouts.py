@@ -85,6 +85,11 @@ def test_a_pod_left_with_no_node_holds_the_rollout_and_says_why() -> None:
     # Held stays held: the next beat does nothing.
     assert rollouts.step(policy, now=T0 + timedelta(hours=3)) == "not running"
     assert rollouts.held_rollouts()[0]["policy"] == "nowhere"
+    # The dashboard lists it among its problems, with the reason.
+    from console.dashboard import held_rollout_problems
+
+    (problem,) = held_rollout_problems()
+    assert "The rollout of nowhere is held at dry-run: 0-node pods" in problem.message
 
 
 def test_a_threshold_lets_a_few_pods_through() -> None:

@@ -141,3 +141,17 @@ def test_the_project_counts_zero_node_calls_from_the_decision_log() -> None:
     apps.get_app_config("site").ready()
     assert rollouts._zero_node_counter is zero_node_calls
     assert zero_node_calls("zone-a", T0) == 0  # the query runs on this database
+
+
+def test_the_policy_page_says_why_a_rollout_is_held(client) -> None:
+    from django.contrib.auth.models import User
+
+    from tests.support.ui_helpers import change_url
+
+    client.force_login(User.objects.create_superuser("admin-user", password="x"))
+
+    policy = staged("nowhere", NOWHERE)
+    rollouts.step(policy, now=T0)
+    html = client.get(change_url(policy)).content.decode()
+    assert 'class="rollout-status" data-state="held"' in html
+    assert "Held: 0-node pods: 2 pods would get 0 nodes (at most 0)" in html

@@ -115,3 +115,36 @@ def test_the_served_snapshot_switches_at_the_window_end(prod: None) -> None:
 def test_a_nudge_after_a_switch_carries_a_new_annotation_value() -> None:
     assert _Due(revision=5).mark == "5"
     assert _Due(revision=5, switch=1_800_000_000.0).mark == "5-1800000000"
+
+
+def test_past_the_horizon_the_holder_reads_the_database_again(monkeypatch) -> None:
+    """The expanded windows end at a horizon; there the holder loads (expanding them anew)
+    instead of judging the same document again."""
+    from engine.sources import FORMAT, snapshot_from_sources
+    from engine.windows import ActivityWindows
+
+    horizon = time.time() + 0.3
+    content = {
+        "name": "weekly",
+        "activity": ActivityWindows.of([(horizon - 3600, horizon + 3600)], horizon).to_dict(),
+    }
+    document = {
+        "format": FORMAT,
+        "revision": 3,
+        "read_at": time.time(),
+        "clusters": [{"name": "prod", "is_default": True}],
+        "inputs": {"prod": {"facts": [1], "policies": [1]}},
+        "nodes": {"prod": [["a-1", {"zone": "a"}, {}, []]]},
+        "policies": [[content, 1]],
+        "assignments": [],
+    }
+    holder = SnapshotHolder()
+    holder._document = document
+    holder.snapshot = first = snapshot_from_sources(document)
+    assert first.next_switch == horizon
+    loads = []
+    monkeypatch.setattr(holder, "load", lambda: loads.append(time.time()) or first)
+    assert holder.switch(first) is first  # what load() returned
+    assert len(loads) == 1
+    assert loads[0] >= horizon
+    assert holder.switches == 0

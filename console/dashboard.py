@@ -30,6 +30,7 @@ from inventory.sync import inventory_age_seconds
 from policies.compile import current_snapshot
 from policies.expectations import current_outcomes
 from policies.models import FilterRule, LabelAssignment, Policy
+from policies.rollouts import held_rollouts
 
 RECENT_CHANGES = 8
 CHART_HOURS = 24
@@ -299,6 +300,18 @@ def _sampling_problems() -> list[Problem]:
     ]
 
 
+def held_rollout_problems() -> list[Problem]:
+    """Staged rollouts a failing gate holds, and why (policies.rollouts)."""
+    return [
+        Problem(
+            f"The rollout of {r['policy']} is held at {r['stage']}: {r['reason']}",
+            reverse("admin:policies_policy_change", args=[r["pk"]]),
+            "see the policy",
+        )
+        for r in held_rollouts()
+    ]
+
+
 def build(now: datetime | None = None) -> Dashboard:
     now = now or timezone.now()
     rows = cluster_rows(now)
@@ -319,7 +332,8 @@ def build(now: datetime | None = None) -> Dashboard:
         hourly=hourly,
         problems=problems(rows, expectations)
         + [Problem(message, url, fix) for message, url, fix in pod_problems(pods)]
-        + [Problem(message, url, fix) for message, url, fix in over_capacity_problems()],
+        + [Problem(message, url, fix) for message, url, fix in over_capacity_problems()]
+        + held_rollout_problems(),
         pods=pods,
         log_counts=log_counts(now),
     )

@@ -12,6 +12,7 @@ from engine.errors import EngineValidationError, join_path, prefix_errors
 from engine.pods import PodFacts
 from engine.rules import compile_filter_rule, compile_weight_rule
 from engine.selectors import LabelSelector, label_selector_from_dict
+from engine.windows import ActivityWindows, windows_from_dict
 
 ENFORCE = "enforce"
 DRY_RUN = "dry-run"
@@ -30,6 +31,8 @@ class CompiledPolicy:
     selector: LabelSelector
     filters: tuple[FilterCheck, ...]
     weights: tuple[WeightCheck, ...]
+    # When the policy is in force (engine.windows); None: always.
+    windows: ActivityWindows | None = None
 
     @property
     def mode(self) -> str:
@@ -43,6 +46,10 @@ class CompiledPolicy:
     def applies_to_cluster(self, cluster: str) -> bool:
         """True when the policy is enabled and scoped to ``cluster`` or to every cluster."""
         return self.enabled and (self.cluster is None or self.cluster == cluster)
+
+    def active_at(self, at: float) -> bool:
+        """True when the policy's time windows put it in force at ``at`` (epoch seconds)."""
+        return self.windows is None or self.windows.active_at(at)
 
     def selects(self, pod: PodFacts) -> bool:
         """True when the pod selector selects ``pod`` (namespaces empty = all; labels ANDed)."""
@@ -90,6 +97,7 @@ def compile_policy(content: Mapping[str, Any], *, version: int = 1) -> CompiledP
     if mode not in (ENFORCE, DRY_RUN):
         raise EngineValidationError([(join_path("", "mode"), "must be enforce or dry-run")])
     cluster = content.get("cluster")
+    activity = content.get("activity")
     return CompiledPolicy(
         name=name,
         version=version,
@@ -100,6 +108,7 @@ def compile_policy(content: Mapping[str, Any], *, version: int = 1) -> CompiledP
         selector=selector,
         filters=tuple(filters),
         weights=tuple(weights),
+        windows=windows_from_dict(activity) if isinstance(activity, Mapping) else None,
     )
 
 

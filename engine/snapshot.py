@@ -18,6 +18,7 @@ from engine.evaluate import ClusterEvaluator
 from engine.facts import NodeFacts, node_facts
 from engine.placement import unpushed_keys
 from engine.policy import CompiledPolicy
+from engine.windows import last_switch, next_switch
 
 # Full-mode node facts cached per (name, resourceVersion); beyond this the cache starts over.
 MAX_CACHED_NODE_OBJECTS = 50_000
@@ -116,6 +117,18 @@ class Snapshot:
     policies: tuple[CompiledPolicy, ...] = ()
     # Stored objects that could not be compiled (they are left out, and said so here).
     problems: tuple[str, ...] = ()
+    # Time windows (engine.windows): the instant the policies in force were judged at, the
+    # next instant that set changes (or the windows' horizon; None: never), and the last
+    # instant it changed at or before ``active_at`` (None: never).
+    active_at: float = 0.0
+    next_switch: float | None = None
+    last_switch: float | None = None
+
+    def switch_due(self, now: float | None = None) -> bool:
+        """True when a time window opened or closed since the snapshot was judged."""
+        return self.next_switch is not None and (time.time() if now is None else now) >= (
+            self.next_switch
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,9 +171,11 @@ def build_cluster_snapshot(
     policies: Sequence[CompiledPolicy],
     assignments: Sequence[tuple[str | None, AssignmentSpec]],
     inputs: ClusterInputs | None = None,
+    at: float | None = None,
     earlier: ClusterSnapshot | None = None,
 ) -> ClusterSnapshot:
-    """Judge every rule of the policies that apply to ``cluster`` over its inventory.
+    """Judge every rule of the policies that apply to ``cluster`` (and are in force at ``at``,
+    default now) over its inventory.
 
     ``assignments`` pairs each enabled assignment with its cluster (None = every cluster).
     ``earlier``: the cluster's previous build; a node whose stored record is unchanged (its
@@ -181,7 +196,7 @@ def build_cluster_snapshot(
         )
         for node in nodes
     )
-    applicable = [p for p in policies if p.applies_to_cluster(cluster.name)]
+    applicable = _in_force(policies, cluster.name, at)
     evaluator = ClusterEvaluator(applicable, facts)
     known = earlier.host_prefixes if earlier is not None else {}
     prefixes = {name: known.get(name) or _host_prefix(name) for name in evaluator.nodes.names}
@@ -229,6 +244,7 @@ def reuse_cluster_snapshot(
     cluster: ClusterSettings,
     policies: Sequence[CompiledPolicy],
     inputs: ClusterInputs,
+    at: float | None = None,
 ) -> ClusterSnapshot:
     """``built`` under ``cluster``'s current settings, its rules judged again when its policies
     moved (``inputs.policies``); ``built.inputs.facts`` must equal ``inputs.facts``.
@@ -236,11 +252,15 @@ def reuse_cluster_snapshot(
     The settings (sync state and time, default, unknown-node action, bind) are read on every
     build and never judged into the evaluator, so they are taken fresh. The judged node facts,
     the reply prefixes and the full-mode facts cache are shared with ``built``; the evaluator
-    too when the policies did not move.
+    too when the policies did not move and the same ones are in force at ``at``.
     """
     evaluator = built.evaluator
-    if built.inputs is None or built.inputs.policies != inputs.policies:
-        applicable = [p for p in policies if p.applies_to_cluster(cluster.name)]
+    applicable = _in_force(policies, cluster.name, at)
+    if (
+        built.inputs is None
+        or built.inputs.policies != inputs.policies
+        or [p.name for p in applicable] != [p.name for p in evaluator.policies]
+    ):
         evaluator = ClusterEvaluator(applicable, built.facts, previous=built.evaluator)
     return replace(
         built,
@@ -256,6 +276,14 @@ def reuse_cluster_snapshot(
         # The webhook's plans are per set of policies: judged again, planned again.
         admission_plans=(built.admission_plans if evaluator is built.evaluator else {}),
     )
+
+
+def _in_force(
+    policies: Sequence[CompiledPolicy], cluster: str, at: float | None
+) -> list[CompiledPolicy]:
+    """The policies that apply to ``cluster`` and are in force at ``at`` (default now)."""
+    moment = time.time() if at is None else at
+    return [p for p in policies if p.applies_to_cluster(cluster) and p.active_at(moment)]
 
 
 def _host_prefix(name: str) -> bytes:
@@ -274,8 +302,10 @@ def build_snapshot_from(
     built_at: float | None = None,
     inputs: Mapping[str, ClusterInputs] | None = None,
     previous: Snapshot | None = None,
+    at: float | None = None,
 ) -> Snapshot:
-    """Build a Snapshot from plain data, dated ``built_at`` (default: now).
+    """Build a Snapshot from plain data, dated ``built_at`` (default: now), with the policies
+    in force at ``at`` (default: now; engine.windows).
 
     ``inputs`` gives each cluster's revision counters. A cluster missing from
     ``nodes_by_cluster`` is taken from ``previous`` when its node facts were judged at the same
@@ -283,13 +313,16 @@ def build_snapshot_from(
     raised. Every other cluster is built from its nodes.
     """
     inputs = inputs or {}
+    at = time.time() if at is None else at
     built: dict[str, ClusterSnapshot] = {}
     for c in clusters:
         key = inputs.get(c.name)
         nodes = nodes_by_cluster.get(c.name)
         earlier = previous.clusters.get(c.name) if previous is not None else None
         if nodes is not None:
-            built[c.name] = build_cluster_snapshot(c, nodes, policies, assignments, key, earlier)
+            built[c.name] = build_cluster_snapshot(
+                c, nodes, policies, assignments, key, at=at, earlier=earlier
+            )
             continue
         if (
             key is None
@@ -300,8 +333,9 @@ def build_snapshot_from(
             raise MissingClusterSources(
                 f"no nodes read for cluster {c.name!r} and no reusable build"
             )
-        built[c.name] = reuse_cluster_snapshot(earlier, c, policies, key)
+        built[c.name] = reuse_cluster_snapshot(earlier, c, policies, key, at)
     default = next((c.name for c in clusters if c.is_default), None)
+    windows = [p.windows for p in policies if p.windows is not None and p.enabled]
     return Snapshot(
         revision=revision,
         built_at=time.time() if built_at is None else built_at,
@@ -309,4 +343,7 @@ def build_snapshot_from(
         default_cluster=default,
         policies=tuple(policies),
         problems=tuple(problems),
+        active_at=at,
+        next_switch=next_switch(windows, at),
+        last_switch=last_switch(windows, at),
     )

@@ -87,8 +87,10 @@ def snapshot_from_sources(
     *,
     built_at: float | None = None,
     previous: Snapshot | None = None,
+    at: float | None = None,
 ) -> Snapshot:
-    """Compile a sources document into a Snapshot.
+    """Compile a sources document into a Snapshot, with the policies in force at ``at``
+    (default now; a policy's ``activity`` is its precomputed time windows, engine.windows).
 
     A policy or assignment that does not compile (a validator became stricter since it was
     stored) is left out and named in ``Snapshot.problems`` rather than half-applied.
@@ -123,6 +125,7 @@ def snapshot_from_sources(
             for name, key in document.get("inputs", {}).items()
         },
         previous=previous,
+        at=at,
     )
 
 

@@ -18,7 +18,9 @@ from engine.assignments import labels_errors, node_selector_from_dict
 from engine.errors import EngineValidationError, join_path
 from engine.expectations import KINDS as EXPECTATION_KINDS
 from engine.labels import dns1123_label_errors
+from engine.rollout import clean_rollout
 from engine.selectors import label_selector_from_dict
+from engine.windows import clean_schedule
 
 # The top-level fields of each object, as the validators accept them
 # (policies.content.PolicyContent and LabelAssignmentContent).
@@ -32,6 +34,8 @@ POLICY_FIELDS = frozenset(
         "pod_selector",
         "filter_rules",
         "weight_rules",
+        "schedule",
+        "rollout",
     }
 )
 ASSIGNMENT_FIELDS = frozenset(
@@ -306,6 +310,16 @@ def clean_policy(data: Any, *, extra_fields: frozenset[str] = frozenset()) -> di
         "filter_rules": _rules(data, "filter_rules", clean_filter_rule, errs),
         "weight_rules": _rules(data, "weight_rules", clean_weight_rule, errs),
     }
+    schedule, problems = clean_schedule(data.get("schedule"))
+    for field, message in problems:
+        errs.add(f"schedule.{field}" if field else "schedule", message)
+    if schedule is not None:
+        content["schedule"] = schedule
+    rollout, problems = clean_rollout(data.get("rollout"), mode)
+    for field, message in problems:
+        errs.add(f"rollout.{field}" if field else "rollout", message)
+    if rollout is not None:
+        content["rollout"] = rollout
     errs.raise_if_any()
     return content
 

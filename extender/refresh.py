@@ -397,6 +397,8 @@ def _start() -> None:
         # A process that starts while the database is unreachable serves the last snapshot
         # this host kept on disk rather than nothing; the refresher then confirms or replaces it.
         holder.restore()
+        # A forked child inherits the parent's timer object but not its thread.
+        holder.ensure_switch_timer()
         from django.db import connection
 
         from core.revisions import signal_path

@@ -73,6 +73,13 @@ class _Due:
     revision: int
     pods: set[tuple[str, str]] = field(default_factory=set)
     nodes: Counter[str] = field(default_factory=Counter)
+    switch: float | None = None  # the time window switch it follows (engine.windows)
+
+    @property
+    def mark(self) -> str:
+        """The annotation's value: the revision, and the window switch when there was one (a
+        patch that leaves the value as it was is no update, and no cluster event)."""
+        return str(self.revision) if self.switch is None else f"{self.revision}-{self.switch:.0f}"
 
 
 @dataclass(frozen=True)
@@ -122,9 +129,13 @@ class Requeuer:
         window has passed."""
         previous = self.previous
         snapshot = previous
-        if previous is None or current_snapshot_revision() != previous.revision:
+        if (
+            previous is None
+            or current_snapshot_revision() != previous.revision
+            or previous.switch_due()  # a time window opened or closed (engine.windows)
+        ):
             snapshot = current_snapshot()
-            if previous is not None and snapshot.revision != previous.revision:
+            if previous is not None and snapshot is not previous:
                 self._compare(previous, snapshot)
             self.previous = snapshot
         assert snapshot is not None
@@ -151,7 +162,7 @@ class Requeuer:
                     key = (fact.namespace, fact.name, fact.uid)
                     freed[key] = gained
                     nudged[key] = now.rules
-            self._hold(cluster, after.revision, freed, "frees")
+            self._hold(cluster, after.revision, freed, "frees", switch=after.last_switch)
 
     def _sweep_due(self, snapshot: Snapshot) -> None:
         """Sweep each live cluster whose pod inventory was (re)listed since its last sweep at
@@ -217,7 +228,13 @@ class Requeuer:
         self._hold(cluster, snapshot.revision, stale, "holds under older rules")
 
     def _hold(
-        self, cluster: Cluster, revision: int, pods: dict[PodKey, frozenset[str]], why: str
+        self,
+        cluster: Cluster,
+        revision: int,
+        pods: dict[PodKey, frozenset[str]],
+        why: str,
+        *,
+        switch: float | None = None,
     ) -> None:
         """Fold ``pods`` (with the nodes a nudge may annotate) into the cluster's next nudge."""
         if not pods:
@@ -235,6 +252,8 @@ class Requeuer:
             return
         due = self._due.setdefault(cluster.name, _Due(revision))
         due.revision = max(due.revision, revision)
+        if switch is not None:  # a window switch keeps the revision: mark the nudge apart
+            due.switch = max(due.switch or 0.0, switch)
         due.pods.update((namespace, name) for namespace, name, _ in pods)
         # Pods of one workload share their verdict's node set: count each set once.
         for nodes, count in Counter(pods.values()).items():
@@ -266,7 +285,7 @@ class Requeuer:
             api = self.api_for(cluster)
             response = api.patch_node(
                 node,
-                {"metadata": {"annotations": {REQUEUE_ANNOTATION: str(due.revision)}}},
+                {"metadata": {"annotations": {REQUEUE_ANNOTATION: due.mark}}},
                 _content_type=MERGE_PATCH,
                 _preload_content=False,
                 _request_timeout=REQUEST_TIMEOUT,

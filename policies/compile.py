@@ -23,6 +23,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from core.revisions import cluster_revisions, current_snapshot_revision
+from engine.rollout import staged_content
 from engine.snapshot import (
     ClusterInputs,
     ClusterSettings,
@@ -34,6 +35,7 @@ from engine.sources import snapshot_from_sources, sources_document
 from inventory.models import Cluster, Node
 from policies.content import label_assignment_content, policy_content
 from policies.models import LabelAssignment, Policy
+from policies.windows import activity
 
 logger = logging.getLogger(__name__)
 _latest: Snapshot | None = None
@@ -53,11 +55,11 @@ def current_snapshot() -> Snapshot:
     a build when the configuration has moved on (the web process may not run the refresher)."""
     revision = current_snapshot_revision()
     latest = _latest
-    if latest is not None and latest.revision == revision:
+    if latest is not None and latest.revision == revision and not latest.switch_due():
         return latest
     with _latest_lock:
         latest = _latest
-        if latest is None or latest.revision != revision:
+        if latest is None or latest.revision != revision or latest.switch_due():
             latest = build_snapshot(previous=latest)
             remember(latest)
         return latest
@@ -121,7 +123,7 @@ def read_sources(*, known: Mapping[str, ClusterInputs] | None = None) -> dict[st
             if (seen := known.get(name)) is None or seen.facts != inputs[name].facts
         }
         nodes = _nodes(stale, whole=len(stale) == len(ids))
-        policies = _policies(cached=own_transaction)
+        policies = _policies(read_at, cached=own_transaction)
         assignments = _assignments()
     return sources_document(
         revision=revision,
@@ -198,9 +200,11 @@ def _ints(values: Any) -> dict[str, int]:
 _POLICY_KEY = ("pk", "version", "name", "mode", "enabled", "cluster_id", "cluster__name")
 
 
-def _policies(*, cached: bool) -> list[tuple[dict[str, Any], int]]:
-    """(content, version) of every enabled policy by name; only the policies whose key moved
-    since the last read are read whole (with their rules).
+def _policies(now: float, *, cached: bool) -> list[tuple[dict[str, Any], int]]:
+    """Each enabled policy's content as its rollout's stage puts it in force, with its time
+    windows expanded from ``now`` (``activity``, engine.windows), by name. Only the policies
+    whose key moved since the last read are read whole (with their rules); a policy without
+    a schedule keeps its content object, one with a schedule has its windows expanded again.
 
     ``cached`` is False inside a caller's transaction: what it wrote may yet be rolled back and
     a later commit reuse the version number, so such a read neither uses nor fills the cache."""
@@ -217,19 +221,25 @@ def _policies(*, cached: bool) -> list[tuple[dict[str, Any], int]]:
             .prefetch_related("filter_rules", "weight_rules")
         )
         fresh = {
-            policy.pk: (_policy_key(policy), dict(policy_content(policy)), policy.version)
+            policy.pk: (_policy_key(policy), staged_content(policy_content(policy)), policy.version)
             for policy in rows
         }
     current: dict[int, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
+    out = []
     for key in keys:
         entry = fresh.get(key[0]) or known.get(key[0])
         if entry is None:  # deleted between the two reads (not in one transaction's snapshot)
             continue
         current[key[0]] = entry
+        content = entry[1]
+        windows = activity(content, now=now)
+        if windows is not None:
+            content = {**content, "activity": windows}
+        out.append((content, entry[2]))
     if cached:
         with _policy_contents_lock:
             _policy_contents = current
-    return [(content, version) for _, content, version in current.values()]
+    return out
 
 
 def _policy_key(policy: Policy) -> tuple[Any, ...]:

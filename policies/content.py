@@ -4,10 +4,11 @@ fields its kind declares (``engine.kinds``)."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from engine import kinds
 from policies.models import FilterRule, LabelAssignment, Policy, WeightRule
+from policies.windows import schedule_content
 
 
 class PolicyContent(TypedDict):
@@ -22,6 +23,9 @@ class PolicyContent(TypedDict):
     pod_selector: dict[str, Any]
     filter_rules: list[dict[str, Any]]
     weight_rules: list[dict[str, Any]]
+    # Only when set (policies.windows, policies.rollouts): content without them is unchanged.
+    schedule: NotRequired[dict[str, Any]]
+    rollout: NotRequired[dict[str, Any]]
 
 
 class LabelAssignmentContent(TypedDict):
@@ -54,7 +58,7 @@ def _rule_content(rule: FilterRule | WeightRule, role: str) -> dict:
 
 def policy_content(policy: Policy) -> PolicyContent:
     """The canonical content of a stored policy (what versions, diff and export use)."""
-    return {
+    content: PolicyContent = {
         "name": policy.name,
         "description": policy.description,
         "cluster": policy.cluster.name if policy.cluster is not None else None,
@@ -64,6 +68,12 @@ def policy_content(policy: Policy) -> PolicyContent:
         "filter_rules": [_rule_content(r, kinds.FILTER) for r in policy.filter_rules.all()],
         "weight_rules": [_rule_content(r, kinds.WEIGHT) for r in policy.weight_rules.all()],
     }
+    schedule = schedule_content(policy)
+    if schedule is not None:
+        content["schedule"] = schedule
+    if policy.rollout:
+        content["rollout"] = policy.rollout
+    return content
 
 
 def label_assignment_content(assignment: LabelAssignment) -> LabelAssignmentContent:

@@ -15,7 +15,7 @@ from django import forms
 from core.errors import ContentError, conflict_message
 from core.formfields import ListTextField, MapTextField, RequirementsTextField
 from core.limits import MAX_NOTE_CHARS
-from engine import kinds
+from engine import kinds, rollout
 from inventory.forms import add_content_errors
 from policies.expectations import broken_by_assignment
 from policies.models import FilterRule, LabelAssignment, Policy, WeightRule
@@ -26,6 +26,7 @@ from policies.validation import (
     clean_policy,
     clean_weight_rule,
 )
+from policies.windows import schedule_content
 
 EVERY_CLUSTER = "— every cluster —"
 NOTE_HELP = "Why you make this change; kept with the new version and in the audit log."
@@ -84,8 +85,135 @@ POD_SELECTOR_MOVES = {
 }
 
 
-class PolicyForm(VersionedForm):
-    """A policy's own fields; its pod selector typed as three plain fields instead of JSON."""
+SCHEDULE_MOVES = {
+    "schedule.active_from": "schedule_from",
+    "schedule.active_until": "schedule_until",
+    "schedule.cron": "schedule_cron",
+    "schedule.duration": "schedule_duration",
+    "rollout.stage": "rollout_stage",
+    "rollout.canary_namespaces": "canary_namespaces",
+    "rollout.min_stage": "rollout_min_stage",
+    "rollout.max_zero_node_pods": "max_zero_node_pods",
+    "rollout.max_zero_node_calls": "max_zero_node_calls",
+    "rollout.rollback": "rollout_rollback",
+}
+STAGE_CHOICES = [("", "— no staged rollout —"), *((s, s) for s in rollout.STAGES)]
+
+
+def _text_input(placeholder: str, size: int = 24) -> forms.TextInput:
+    return forms.TextInput(attrs={"size": size, "placeholder": placeholder})
+
+
+class ScheduleFields(forms.Form):
+    """The time window and staged rollout fields of the policy form (as text, judged by the
+    same validators as the API: docs/windows-and-rollouts.md)."""
+
+    schedule_from = forms.CharField(
+        required=False,
+        label="Active from",
+        help_text="ISO 8601, UTC unless an offset is given, e.g. <code>2026-12-13T02:00:00Z</code>;"
+        " empty: already.",
+        widget=_text_input("2026-12-13T02:00:00Z"),
+    )
+    schedule_until = forms.CharField(
+        required=False,
+        label="Active until",
+        help_text="Empty: no end.",
+        widget=_text_input("2027-01-31T00:00:00Z"),
+    )
+    schedule_cron = forms.CharField(
+        required=False,
+        label="Recurring window (cron)",
+        help_text="When the window opens, in UTC: <code>minute hour day month weekday</code>, "
+        "e.g. <code>0 2 * * 0</code> (Sundays 02:00). Empty: no recurring window.",
+        widget=_text_input("0 2 * * 0"),
+    )
+    schedule_duration = forms.CharField(
+        required=False,
+        label="Window duration",
+        help_text="How long each window stays open, e.g. <code>2h</code> or <code>1h30m</code>.",
+        widget=_text_input("2h", 8),
+    )
+    rollout_stage = forms.ChoiceField(
+        required=False,
+        choices=STAGE_CHOICES,
+        label="Stage",
+        help_text="dry-run → canary (enforced in the canary namespaces only) → everywhere. The "
+        "beat advances it when the stage's minimum time has passed and every gate holds.",
+    )
+    canary_namespaces = ListTextField(
+        help_text="Comma-separated, e.g. <code>team-a, staging</code>.",
+        widget=_text_input("team-a, staging", 40),
+    )
+    rollout_min_stage = forms.CharField(
+        required=False,
+        label="Minimum time per stage",
+        widget=_text_input("1h", 8),
+    )
+    max_zero_node_pods = forms.IntegerField(
+        required=False,
+        min_value=0,
+        label="Gate: pods left with 0 nodes at most",
+        help_text="In the dry-run report (and the Pending pods it would reject) since the stage "
+        "began.",
+    )
+    max_zero_node_calls = forms.IntegerField(
+        required=False,
+        min_value=0,
+        label="Gate: 0-node calls at most",
+        help_text="Calls of the decision log that left a pod of the policy with 0 nodes since "
+        "the stage began.",
+    )
+    rollout_rollback = forms.BooleanField(
+        required=False,
+        label="Roll back a stage when a gate fails",
+    )
+
+    @staticmethod
+    def initial_from(policy: Policy) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        schedule = schedule_content(policy) or {}
+        out["schedule_from"] = schedule.get("active_from") or ""
+        out["schedule_until"] = schedule.get("active_until") or ""
+        out["schedule_cron"] = schedule.get("cron") or ""
+        out["schedule_duration"] = schedule.get("duration") or ""
+        plan = policy.rollout or {}
+        out["rollout_stage"] = plan.get("stage", "")
+        out["canary_namespaces"] = plan.get("canary_namespaces") or []
+        out["rollout_min_stage"] = plan.get("min_stage", "")
+        out["max_zero_node_pods"] = plan.get("max_zero_node_pods", 0)
+        out["max_zero_node_calls"] = plan.get("max_zero_node_calls", 0)
+        out["rollout_rollback"] = plan.get("rollback", False)
+        return out
+
+    @staticmethod
+    def content(cleaned: dict[str, Any]) -> dict[str, Any]:
+        """``schedule`` and ``rollout`` content from the fields (None when left empty)."""
+        schedule = {
+            "active_from": cleaned.get("schedule_from") or None,
+            "active_until": cleaned.get("schedule_until") or None,
+            "cron": cleaned.get("schedule_cron") or "",
+            "duration": cleaned.get("schedule_duration") or None,
+        }
+        plan = None
+        if cleaned.get("rollout_stage"):
+            plan = {
+                "stage": cleaned["rollout_stage"],
+                "canary_namespaces": cleaned.get("canary_namespaces") or [],
+                "min_stage": cleaned.get("rollout_min_stage") or None,
+                "max_zero_node_pods": cleaned.get("max_zero_node_pods") or 0,
+                "max_zero_node_calls": cleaned.get("max_zero_node_calls") or 0,
+                "rollback": bool(cleaned.get("rollout_rollback")),
+            }
+        return {
+            "schedule": schedule if any(schedule.values()) else None,
+            "rollout": plan,
+        }
+
+
+class PolicyForm(VersionedForm, ScheduleFields):
+    """A policy's own fields; its pod selector typed as three plain fields instead of JSON; its
+    time windows and staged rollout (``ScheduleFields``)."""
 
     conflict_subject = "policy"
     namespaces = ListTextField(
@@ -115,6 +243,9 @@ class PolicyForm(VersionedForm):
         self.fields["namespaces"].initial = selector.get("namespaces") or []
         self.fields["pod_labels"].initial = selector.get("match_labels") or {}
         self.fields["pod_expressions"].initial = selector.get("match_expressions") or []
+        if self.instance.pk:
+            for name, value in ScheduleFields.initial_from(self.instance).items():
+                self.fields[name].initial = value
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -125,7 +256,7 @@ class PolicyForm(VersionedForm):
         try:
             self.draft = clean_policy(data)
         except ContentError as exc:
-            add_content_errors(self, move_paths(exc, POD_SELECTOR_MOVES))
+            add_content_errors(self, move_paths(exc, {**POD_SELECTOR_MOVES, **SCHEDULE_MOVES}))
         # For the admin's draft check, which sees the instance but not the form.
         self.instance.portal_draft = self.draft if not self.errors else None
         return cleaned
@@ -147,6 +278,7 @@ class PolicyForm(VersionedForm):
             },
             "filter_rules": [],
             "weight_rules": [],
+            **ScheduleFields.content(cleaned),
         }
 
 

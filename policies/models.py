@@ -114,6 +114,16 @@ class Policy(Authored):
         "empty selects every pod.",
     )
     version = models.PositiveIntegerField(default=1)
+    # Time windows (policies.windows, engine.windows): in force from/until, and with a
+    # recurring window only for ``window_duration`` seconds after each time ``window_cron``
+    # names. All empty: always in force.
+    active_from = models.DateTimeField(null=True, blank=True)
+    active_until = models.DateTimeField(null=True, blank=True)
+    window_cron = models.CharField(max_length=200, blank=True)
+    window_duration = models.PositiveIntegerField(null=True, blank=True)
+    # The staged rollout's content (policies.rollouts: its stage, canary namespaces, gates);
+    # null: none. Its progress is a PolicyRollout.
+    rollout = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -122,6 +132,17 @@ class Policy(Authored):
             models.CheckConstraint(condition=Q(version__gte=1), name="policy_version_gte_1"),
             models.CheckConstraint(
                 condition=Q(mode__in=PolicyMode.values), name="policy_mode_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(active_from__isnull=True)
+                | Q(active_until__isnull=True)
+                | Q(active_from__lt=models.F("active_until")),
+                name="policy_active_from_before_until",
+            ),
+            models.CheckConstraint(
+                condition=Q(window_cron="", window_duration__isnull=True)
+                | (~Q(window_cron="") & Q(window_duration__gte=60)),
+                name="policy_window_cron_with_duration",
             ),
         ]
 
@@ -300,3 +321,34 @@ class Expectation(Authored):
 
     def __str__(self) -> str:
         return self.name
+
+
+class RolloutState(models.TextChoices):
+    RUNNING = "running", "running"
+    HELD = "held", "held"
+    DONE = "done", "done"
+
+
+class PolicyRollout(models.Model):
+    """How a policy's staged rollout is doing: when its stage began, whether a gate holds it
+    and why, when the gates were last judged. The stage itself is content (``Policy.rollout``),
+    so it is versioned and exported; this row is progress only (policies.rollouts)."""
+
+    policy = models.OneToOneField(Policy, on_delete=models.CASCADE, related_name="progress")
+    stage = models.CharField(max_length=16, blank=True)
+    stage_started_at = models.DateTimeField()
+    state = models.CharField(
+        max_length=10, choices=RolloutState.choices, default=RolloutState.RUNNING
+    )
+    reason = models.TextField(blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=RolloutState.values), name="policy_rollout_state_valid"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy.name}: {self.state}"

@@ -30,6 +30,7 @@ from policies.models import (
 )
 from policies.queries import resolve_cluster
 from policies.validation import clean_label_assignment, clean_policy
+from policies.windows import schedule_columns
 
 # The rule columns a write sets, from the rule-kind registry.
 FILTER_RULE_FIELDS = kinds.columns(kinds.FILTER)
@@ -156,6 +157,8 @@ def policy_create(*, actor: Any, data: Any, note: str = "", force: bool = False)
         enabled=content["enabled"],
         mode=content["mode"],
         pod_selector=content["pod_selector"],
+        rollout=content.get("rollout"),
+        **schedule_columns(content),
         version=1,
         created_by=_user(actor),
         updated_by=_user(actor),
@@ -208,6 +211,9 @@ def policy_update(
     locked.enabled = content["enabled"]
     locked.mode = content["mode"]
     locked.pod_selector = content["pod_selector"]
+    locked.rollout = content.get("rollout")
+    for column, value in schedule_columns(content).items():
+        setattr(locked, column, value)
     locked.version += 1
     locked.updated_by = _user(actor)
     locked.save()

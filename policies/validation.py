@@ -25,6 +25,7 @@ from engine.validation import (
     POLICY_MODES,
     SELECTOR_ALIASES,
 )
+from policies.windows import check_schedule
 
 __all__ = [
     "ASSIGNMENT_FIELDS",
@@ -61,6 +62,16 @@ def _content_error(fn: Callable[P, R]) -> Callable[P, R]:
 clean_pod_selector = _content_error(_pure.clean_pod_selector)
 clean_filter_rule = _content_error(_pure.clean_filter_rule)
 clean_weight_rule = _content_error(_pure.clean_weight_rule)
-clean_policy = _content_error(_pure.clean_policy)
+_clean_policy = _content_error(_pure.clean_policy)
+
+
+def clean_policy(data: object, *, extra_fields: frozenset[str] = frozenset()) -> dict:
+    """Canonical policy content, or ContentError per field; a schedule's cron expression is
+    judged by the cron library here (engine.windows checks only its shape)."""
+    content = _clean_policy(data, extra_fields=extra_fields)
+    check_schedule(content)
+    return content
+
+
 clean_label_assignment = _content_error(_pure.clean_label_assignment)
 clean_expectation = _content_error(_pure.clean_expectation)

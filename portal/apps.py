@@ -1,3 +1,5 @@
+from datetime import datetime
+
 from django.apps import AppConfig
 from django.contrib.admin import apps as admin_apps
 
@@ -11,6 +13,27 @@ class PortalConfig(AppConfig):
     name = "portal"
     label = "site"
     verbose_name = "Site"
+
+    def ready(self) -> None:
+        """Hand the staged rollouts' gate the decision log's count of 0-node calls (the
+        policies app may not import the extender; the project may)."""
+        from policies.rollouts import register_zero_node_counter
+
+        register_zero_node_counter(zero_node_calls)
+
+
+def zero_node_calls(policy: str, since: datetime) -> int:
+    """Calls of the decision log since ``since`` that chose nodes for a pod ``policy`` selected
+    and left it none."""
+    from extender.models import Decision
+
+    return Decision.objects.filter(
+        created_at__gte=since,
+        verb__in=("filter", "schedule"),
+        nodes_in__gt=0,
+        nodes_out=0,
+        policy_set__versions__has_key=policy,
+    ).count()
 
 
 class PortalAdminConfig(admin_apps.AdminConfig):

@@ -203,6 +203,13 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 10.0,
         "options": {"expires": 10.0},
     },
+    # Staged rollouts: advance, hold or roll back (policies/rollouts.py). Time windows do not
+    # wait for the beat: the extender switches at the boundary itself.
+    "policies.step_rollouts": {
+        "task": "policies.step_rollouts",
+        "schedule": 60.0,
+        "options": {"expires": 55.0},
+    },
     "extender.purge_decisions": {
         "task": "extender.purge_decisions",
         "schedule": crontab(minute=17),

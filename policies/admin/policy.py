@@ -54,10 +54,12 @@ from policies.compile import current_snapshot
 from policies.content import policy_content
 from policies.forms import FilterRuleForm, PolicyForm, RuleInlineFormSet, WeightRuleForm
 from policies.models import FilterRule, Policy, PolicyVersion, WeightRule
+from policies.rollouts import rollout_status
 from policies.services import (
     policy_create,
     policy_update,
 )
+from policies.windows import schedule_content, timeline
 
 
 class RuleInline(admin.StackedInline):
@@ -189,6 +191,28 @@ class PolicyAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, PolicyAction
             "Pods it applies to",
             {"fields": ("namespaces", "pod_labels", "pod_expressions")},
         ),
+        (
+            "Time windows",
+            {
+                "fields": (
+                    ("schedule_from", "schedule_until"),
+                    ("schedule_cron", "schedule_duration"),
+                    "schedule_timeline",
+                )
+            },
+        ),
+        (
+            "Staged rollout",
+            {
+                "fields": (
+                    ("rollout_stage", "rollout_min_stage"),
+                    "canary_namespaces",
+                    ("max_zero_node_pods", "max_zero_node_calls"),
+                    "rollout_rollback",
+                    "rollout_status",
+                )
+            },
+        ),
         ("Change note", {"fields": ("change_note",)}),
         (ENFORCEMENT, {"fields": ("enforcement",)}),
         ("History", {"fields": (*HISTORY_FIELDS, "versions_link"), "classes": ("collapse",)}),
@@ -216,7 +240,26 @@ class PolicyAdmin(ServiceWriteMixin, PortalHistory, ViewOnlyFields, PolicyAction
             "versions_link",
             "dry_run_link",
             "enforcement",
+            "schedule_timeline",
+            "rollout_status",
         ]
+
+    @admin.display(description="timeline (next 7 days)")
+    def schedule_timeline(self, obj: Policy) -> SafeString | str:
+        """The schedule as a timeline with its next switches (times in UTC; the operator's own
+        zone is shown beside each by policies/timeline.js)."""
+        if obj.pk is None:
+            return "Saved with a schedule, the policy is in force only inside its windows."
+        drawn = timeline(schedule_content(obj))
+        return render_to_string("admin/policies/policy/timeline.html", {"t": drawn})
+
+    @admin.display(description="rollout")
+    def rollout_status(self, obj: Policy) -> SafeString | str:
+        if obj.pk is None or not obj.rollout:
+            return "No staged rollout."
+        return render_to_string(
+            "admin/policies/policy/rollout_status.html", {"status": rollout_status(obj)}
+        )
 
     @admin.display(description="per cluster")
     def enforcement(self, obj: Policy) -> SafeString | str:

@@ -25,7 +25,24 @@ from engine import kinds
 from policies.models import FilterRule, WeightRule
 
 # Fields that only make sense while editing.
-EDIT_ONLY = frozenset({"expected_version", "change_note", "confirm_warnings"})
+EDIT_ONLY = frozenset(
+    {
+        "expected_version",
+        "change_note",
+        "confirm_warnings",
+        # The schedule and rollout as typed: a viewer sees their displays (timeline, status).
+        "schedule_from",
+        "schedule_until",
+        "schedule_cron",
+        "schedule_duration",
+        "rollout_stage",
+        "rollout_min_stage",
+        "canary_namespaces",
+        "max_zero_node_pods",
+        "max_zero_node_calls",
+        "rollout_rollback",
+    }
+)
 
 
 def can_edit(modeladmin: admin.ModelAdmin, request: HttpRequest, obj: Any) -> bool:

@@ -153,6 +153,18 @@ class PolicySerializer(AuthoredFieldsSerializer):
     pod_selector = PodSelectorSerializer(required=False, help_text="Empty: every pod.")
     filter_rules = FilterRuleSerializer(many=True, required=False)
     weight_rules = WeightRuleSerializer(many=True, required=False)
+    schedule = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text='Time windows: {"active_from", "active_until" (ISO 8601, UTC), "cron", '
+        '"duration" (e.g. "2h")}; null: always in force (docs/windows-and-rollouts.md).',
+    )
+    rollout = serializers.JSONField(
+        required=False,
+        allow_null=True,
+        help_text='Staged rollout: {"stage": dry-run|canary|everywhere, "canary_namespaces", '
+        '"min_stage", "max_zero_node_pods", "max_zero_node_calls", "rollback"}; null: none.',
+    )
 
     clean = staticmethod(clean_policy_for_write)
     content_of = staticmethod(policy_content)

@@ -1,0 +1,12 @@
+"""Routes under /api/v1/: proposals."""
+
+from __future__ import annotations
+
+from rest_framework.routers import SimpleRouter
+
+from changes.api.views import ProposalViewSet
+
+router = SimpleRouter()
+router.register("proposals", ProposalViewSet, basename="proposal")
+
+urlpatterns = [*router.urls]

@@ -210,7 +210,7 @@ class ApprovalRuleAdmin(admin.ModelAdmin):
 
     @admin.display(description="cluster", ordering="cluster__name")
     def scope(self, obj: ApprovalRule) -> str:
-        return obj.cluster.name if obj.cluster_id else "every cluster (default)"
+        return obj.cluster.name if obj.cluster is not None else "every cluster (default)"
 
     def save_model(self, request: HttpRequest, obj: ApprovalRule, form: Any, change: bool) -> None:
         super().save_model(request, obj, form, change)

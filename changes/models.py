@@ -67,7 +67,7 @@ class ApprovalRule(models.Model):
         ]
 
     def __str__(self) -> str:
-        scope = self.cluster.name if self.cluster_id else "every cluster (default)"
+        scope = self.cluster.name if self.cluster is not None else "every cluster (default)"
         return f"{scope}: {self.required_approvals} approval(s)"
 
 

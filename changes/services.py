@@ -192,6 +192,12 @@ def _user_id(actor: Any) -> int | None:
     return actor.pk if getattr(actor, "is_authenticated", False) else None
 
 
+def _judged(proposal: Proposal, actor: Any) -> bool:
+    """Whether ``actor`` has already approved or rejected ``proposal``."""
+    user_id = _user_id(actor)
+    return user_id is not None and proposal.approvals.filter(user_id=user_id).exists()
+
+
 def proposal_approve(*, actor: Any, proposal: Proposal, comment: Any = "") -> Proposal:
     """Approve; the approval that reaches the number needed applies the change at once."""
     comment = _comment(comment, field="comment", required=False)
@@ -200,7 +206,7 @@ def proposal_approve(*, actor: Any, proposal: Proposal, comment: Any = "") -> Pr
         locked = _lock_open(proposal)
         if locked.author_id is not None and locked.author_id == _user_id(actor):
             raise SelfApproval("You wrote this change: someone else must approve it.")
-        if locked.approvals.filter(user_id=_user_id(actor)).exists():
+        if _judged(locked, actor):
             raise ProposalError(f"You have already given your verdict on proposal #{locked.pk}.")
         stale = stale_reason(locked)
         if stale is None:
@@ -219,7 +225,7 @@ def proposal_reject(*, actor: Any, proposal: Proposal, comment: Any) -> Proposal
     comment = _comment(comment, field="comment", required=True)
     with transaction.atomic():
         locked = _lock_open(proposal, allow_stale=True)
-        if locked.approvals.filter(user_id=_user_id(actor)).exists():
+        if _judged(locked, actor):
             raise ProposalError(f"You have already given your verdict on proposal #{locked.pk}.")
         _verdict(locked, actor, Verdict.REJECT, comment)
         _close(locked, actor, ProposalStatus.REJECTED)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-HELD_PATHS = ("/api/v1/policies/", "/api/v1/label-assignments/")
+HELD_PATHS = ("/api/v1/policies/", "/api/v1/label-assignments/", "/api/v1/apply/")
 HELD_METHODS = ("post", "put", "patch", "delete")
 HELD_SCHEMA = {
     "type": "object",

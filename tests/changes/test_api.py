@@ -155,3 +155,24 @@ def test_schema_documents_proposals_and_the_202(client):
     assert held["content"]["application/json"]["schema"]["$ref"].endswith("/HeldChange")
     assert "202" in doc["paths"]["/api/v1/label-assignments/"]["post"]["responses"]
     assert "202" not in doc["paths"]["/api/v1/policies/preview/"]["post"]["responses"]
+
+
+def test_policy_set_apply_is_held_whole(editor_clients):
+    """An apply that changes an enforcing policy writes nothing of the document and answers
+    202 with that policy's proposal; a dry run plans without holding."""
+    from policies.apply import export_document
+
+    set_rule(1)
+    make_policy()
+    document = export_document()
+    document["policies"][0]["mode"] = "dry-run"
+    document["labelAssignments"] = []
+    document["policies"].append({**document["policies"][0], "name": "extra", "mode": "dry-run"})
+    client = editor_clients[0]
+    plan = client.post("/api/v1/apply/?dry_run=true", document, format="json")
+    assert plan.status_code == 200
+    assert not Proposal.objects.exists()
+    response = client.post("/api/v1/apply/", document, format="json")
+    assert response.status_code == 202, response.content
+    assert Proposal.objects.get().object_name == "gpu-only"
+    assert list(Policy.objects.values_list("name", "mode")) == [("gpu-only", "enforce")]

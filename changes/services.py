@@ -135,10 +135,13 @@ def stale_reason(proposal: Proposal) -> str | None:
     return None
 
 
-def mark_stale() -> int:
-    """Mark the pending proposals whose object moved on as stale (one query per type and
-    operation); the number marked."""
-    pending = list(Proposal.objects.filter(status=ProposalStatus.PENDING))
+def mark_stale(proposals: list[Proposal] | None = None) -> int:
+    """Mark the pending proposals (of ``proposals``, else all) whose object moved on as stale
+    (one query per type and operation, none when there is nothing to check); the number
+    marked. The given objects' status is updated too."""
+    if proposals is None:
+        proposals = list(Proposal.objects.filter(status=ProposalStatus.PENDING))
+    pending = [p for p in proposals if p.status == ProposalStatus.PENDING]
     stale: list[int] = []
     for object_type in ObjectType.values:
         model = _model(object_type)
@@ -155,6 +158,9 @@ def mark_stale() -> int:
                 stale.append(p.pk)
     if not stale:
         return 0
+    for p in pending:
+        if p.pk in stale:
+            p.status = ProposalStatus.STALE
     return Proposal.objects.filter(pk__in=stale, status=ProposalStatus.PENDING).update(
         status=ProposalStatus.STALE
     )

@@ -8,81 +8,174 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('inventory', '0008_quarantined_objects'),
+        ("inventory", "0008_quarantined_objects"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Proposal',
+            name="Proposal",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('object_type', models.CharField(choices=[('policy', 'policy'), ('label_assignment', 'label assignment')], max_length=32)),
-                ('object_id', models.PositiveBigIntegerField(blank=True, null=True)),
-                ('object_name', models.CharField(max_length=200)),
-                ('action', models.CharField(max_length=32)),
-                ('base_version', models.PositiveIntegerField(default=0)),
-                ('before', models.JSONField(blank=True, null=True)),
-                ('after', models.JSONField(blank=True, null=True)),
-                ('diff', models.JSONField(blank=True, default=list)),
-                ('preview', models.JSONField(blank=True, null=True)),
-                ('broken_expectations', models.JSONField(blank=True, default=list)),
-                ('force', models.BooleanField(default=False)),
-                ('note', models.TextField(blank=True)),
-                ('required_approvals', models.PositiveSmallIntegerField()),
-                ('status', models.CharField(choices=[('pending', 'pending'), ('applied', 'applied'), ('rejected', 'rejected'), ('stale', 'stale (rebase it)')], default='pending', max_length=16)),
-                ('author_name', models.CharField(max_length=150)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('decided_at', models.DateTimeField(blank=True, null=True)),
-                ('decided_by_name', models.CharField(blank=True, max_length=150)),
-                ('applied_version', models.PositiveIntegerField(blank=True, null=True)),
-                ('override_reason', models.TextField(blank=True)),
-                ('author', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "object_type",
+                    models.CharField(
+                        choices=[("policy", "policy"), ("label_assignment", "label assignment")],
+                        max_length=32,
+                    ),
+                ),
+                ("object_id", models.PositiveBigIntegerField(blank=True, null=True)),
+                ("object_name", models.CharField(max_length=200)),
+                ("action", models.CharField(max_length=32)),
+                ("base_version", models.PositiveIntegerField(default=0)),
+                ("before", models.JSONField(blank=True, null=True)),
+                ("after", models.JSONField(blank=True, null=True)),
+                ("diff", models.JSONField(blank=True, default=list)),
+                ("preview", models.JSONField(blank=True, null=True)),
+                ("broken_expectations", models.JSONField(blank=True, default=list)),
+                ("force", models.BooleanField(default=False)),
+                ("note", models.TextField(blank=True)),
+                ("required_approvals", models.PositiveSmallIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "pending"),
+                            ("applied", "applied"),
+                            ("rejected", "rejected"),
+                            ("stale", "stale (rebase it)"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("author_name", models.CharField(max_length=150)),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("decided_at", models.DateTimeField(blank=True, null=True)),
+                ("decided_by_name", models.CharField(blank=True, max_length=150)),
+                ("applied_version", models.PositiveIntegerField(blank=True, null=True)),
+                ("override_reason", models.TextField(blank=True)),
+                (
+                    "author",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-pk'],
-                'permissions': [('override_proposal', 'Apply a proposal without its approvals')],
+                "ordering": ["-created_at", "-pk"],
+                "permissions": [("override_proposal", "Apply a proposal without its approvals")],
             },
         ),
         migrations.CreateModel(
-            name='Approval',
+            name="Approval",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('user_name', models.CharField(max_length=150)),
-                ('verdict', models.CharField(choices=[('approve', 'approve'), ('reject', 'reject')], max_length=16)),
-                ('comment', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('user', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('proposal', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='approvals', to='changes.proposal')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("user_name", models.CharField(max_length=150)),
+                (
+                    "verdict",
+                    models.CharField(
+                        choices=[("approve", "approve"), ("reject", "reject")], max_length=16
+                    ),
+                ),
+                ("comment", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "proposal",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="approvals",
+                        to="changes.proposal",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['created_at', 'pk'],
+                "ordering": ["created_at", "pk"],
             },
         ),
         migrations.CreateModel(
-            name='ApprovalRule',
+            name="ApprovalRule",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('required_approvals', models.PositiveSmallIntegerField(default=1, help_text='Approvals by people other than the author; 0 applies changes at once.', validators=[django.core.validators.MaxValueValidator(10)])),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('cluster', models.OneToOneField(blank=True, help_text='Empty: the default for every cluster without a rule of its own.', null=True, on_delete=django.db.models.deletion.CASCADE, related_name='approval_rule', to='inventory.cluster')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "required_approvals",
+                    models.PositiveSmallIntegerField(
+                        default=1,
+                        help_text="Approvals by people other than the author; 0 applies changes at once.",
+                        validators=[django.core.validators.MaxValueValidator(10)],
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "cluster",
+                    models.OneToOneField(
+                        blank=True,
+                        help_text="Empty: the default for every cluster without a rule of its own.",
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="approval_rule",
+                        to="inventory.cluster",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['cluster__name'],
-                'constraints': [models.UniqueConstraint(django.db.models.functions.comparison.Coalesce(models.F('cluster'), models.Value(0)), name='changes_one_rule_per_scope', violation_error_message='There is already a rule for this scope.'), models.CheckConstraint(condition=models.Q(('required_approvals__lte', 10)), name='changes_rule_required_approvals_max')],
+                "ordering": ["cluster__name"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        django.db.models.functions.comparison.Coalesce(
+                            models.F("cluster"), models.Value(0)
+                        ),
+                        name="changes_one_rule_per_scope",
+                        violation_error_message="There is already a rule for this scope.",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("required_approvals__lte", 10)),
+                        name="changes_rule_required_approvals_max",
+                    ),
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='proposal',
-            index=models.Index(fields=['status', 'object_type', 'object_id'], name='changes_pro_status_7e9dd6_idx'),
+            model_name="proposal",
+            index=models.Index(
+                fields=["status", "object_type", "object_id"], name="changes_pro_status_7e9dd6_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='approval',
-            constraint=models.UniqueConstraint(fields=('proposal', 'user'), name='changes_one_verdict_each'),
+            model_name="approval",
+            constraint=models.UniqueConstraint(
+                fields=("proposal", "user"), name="changes_one_verdict_each"
+            ),
         ),
     ]

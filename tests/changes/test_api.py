@@ -176,3 +176,18 @@ def test_policy_set_apply_is_held_whole(editor_clients):
     assert response.status_code == 202, response.content
     assert Proposal.objects.get().object_name == "gpu-only"
     assert list(Policy.objects.values_list("name", "mode")) == [("gpu-only", "enforce")]
+
+
+def test_label_assignment_create_is_held(editor_clients):
+    set_rule(1)
+    response = editor_clients[0].post(
+        "/api/v1/label-assignments/",
+        {"name": "tier", "labels": {"example.com/tier": "gold"}, "node_selector": {}},
+        format="json",
+    )
+    assert response.status_code == 202, response.content
+    detail = editor_clients[1].get(response.json()["proposal"]).json()
+    assert (detail["object_type"], detail["operation"]) == ("label_assignment", "create")
+    approved = editor_clients[1].post(f"{response.json()['proposal']}approve/", format="json")
+    assert approved.json()["status"] == "applied"
+    assert editor_clients[0].get("/api/v1/label-assignments/tier/").json()["version"] == 1

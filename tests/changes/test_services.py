@@ -253,3 +253,16 @@ def test_apply_runs_the_write_checks_again(people):
     assert proposal.status == ProposalStatus.PENDING
     assert not proposal.approvals.exists()
     assert not Policy.objects.filter(name="scoped").exists()
+
+
+def test_deleting_a_cluster_deletes_its_objects_without_proposals(people):
+    from inventory.services import cluster_delete
+
+    dev = make_cluster("dev")
+    set_rule(1)
+    make_policy(cluster="dev")
+    make_assignment(cluster="dev")
+    cluster_delete(actor=people["a"], cluster=dev)
+    assert not Policy.objects.exists()
+    assert not LabelAssignment.objects.exists()
+    assert not Proposal.objects.exists()

@@ -26,10 +26,19 @@ from changes.errors import (
     RebaseConflict,
     SelfApproval,
 )
-from changes.models import Approval, ObjectType, Proposal, ProposalStatus, Verdict
+from changes.models import (
+    MAX_APPROVALS,
+    Approval,
+    ApprovalRule,
+    ObjectType,
+    Proposal,
+    ProposalStatus,
+    Verdict,
+)
 from changes.rules import required_approvals
 from core.audit import actor_name, audit_record
 from core.errors import ContentError, HeldProposal
+from inventory.models import Cluster
 from policies import gates, services
 from policies.content import label_assignment_content, policy_content
 from policies.diff import content_diff
@@ -410,3 +419,42 @@ def proposal_rebase(*, actor: Any, proposal: Proposal) -> Proposal:
             note=f"proposal #{locked.pk} rebased on version {current.version}",
         )
         return locked
+
+
+# --- approval rules -----------------------------------------------------------------------------
+
+
+@transaction.atomic
+def approval_rule_save(
+    *, actor: Any, rule: ApprovalRule | None, cluster: Cluster | None, required: int
+) -> ApprovalRule:
+    """Create or change the rule of ``cluster`` (None: the default), audited."""
+    clash = ApprovalRule.objects.filter(cluster=cluster)
+    if rule is not None:
+        clash = clash.exclude(pk=rule.pk)
+    if clash.exists():
+        scope = f"cluster {cluster.name!r}" if cluster is not None else "the default"
+        raise ContentError({"cluster": [f"There is already a rule for {scope}."]})
+    if not 0 <= required <= MAX_APPROVALS:
+        raise ContentError({"required_approvals": [f"From 0 to {MAX_APPROVALS}."]})
+    before = {"required_approvals": rule.required_approvals} if rule is not None else None
+    rule = rule or ApprovalRule()
+    rule.cluster = cluster
+    rule.required_approvals = required
+    rule.save()
+    audit_record(
+        actor=actor,
+        action="update" if before else "create",
+        object_type="approval_rule",
+        object_name=str(rule),
+        before=before,
+        after={"required_approvals": required},
+    )
+    return rule
+
+
+@transaction.atomic
+def approval_rule_delete(*, actor: Any, rule: ApprovalRule) -> None:
+    name = str(rule)
+    rule.delete()
+    audit_record(actor=actor, action="delete", object_type="approval_rule", object_name=name)

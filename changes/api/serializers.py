@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from changes.models import Approval, Proposal
+from changes.models import MAX_APPROVALS, Approval, ApprovalRule, Proposal
 from core.api.base import StrictSerializer
+from inventory.models import Cluster
 
 
 class ApprovalSerializer(serializers.ModelSerializer):
@@ -71,3 +72,19 @@ class ReasonSerializer(StrictSerializer):
     reason = serializers.CharField(
         max_length=2000, help_text="Why it is applied without the approvals; audited."
     )
+
+
+class ApprovalRuleSerializer(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Cluster.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text="The cluster's name; null: the default for every cluster without a rule.",
+    )
+    required_approvals = serializers.IntegerField(min_value=0, max_value=MAX_APPROVALS)
+
+    class Meta:
+        model = ApprovalRule
+        fields = ["id", "cluster", "required_approvals", "updated_at"]
+        read_only_fields = ["id", "updated_at"]

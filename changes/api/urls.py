@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from rest_framework.routers import SimpleRouter
 
-from changes.api.views import ProposalViewSet
+from changes.api.views import ApprovalRuleViewSet, ProposalViewSet
 
 router = SimpleRouter()
 router.register("proposals", ProposalViewSet, basename="proposal")
+router.register("approval-rules", ApprovalRuleViewSet, basename="approvalrule")
 
 urlpatterns = [*router.urls]

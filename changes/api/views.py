@@ -8,15 +8,21 @@ from typing import Any
 import django_filters
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from changes import services
-from changes.api.serializers import CommentSerializer, ProposalSerializer, ReasonSerializer
+from changes.api.serializers import (
+    ApprovalRuleSerializer,
+    CommentSerializer,
+    ProposalSerializer,
+    ReasonSerializer,
+)
 from changes.errors import ProposalError
-from changes.models import ObjectType, Proposal, ProposalStatus
-from core.api.base import ReadOnlyPortalViewSet
+from changes.models import ApprovalRule, ObjectType, Proposal, ProposalStatus
+from core.api.base import PortalViewSetMixin, ReadOnlyPortalViewSet
 
 REFUSED = {
     400: OpenApiResponse(description="A comment or reason missing, too long or not text."),
@@ -122,3 +128,44 @@ class ProposalViewSet(ReadOnlyPortalViewSet):
             actor=request.user, proposal=self.get_object(), reason=body.validated_data["reason"]
         )
         return self._answer(proposal)
+
+
+class ApprovalRuleViewSet(
+    PortalViewSetMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """How many approvals each cluster's changes need (`cluster: null`: the default). Everyone
+    reads them; administrators write them."""
+
+    queryset = ApprovalRule.objects.select_related("cluster")
+    serializer_class = ApprovalRuleSerializer
+
+    def perform_create(self, serializer: Any) -> None:
+        serializer.instance = services.approval_rule_save(
+            actor=self.request.user,
+            rule=None,
+            cluster=serializer.validated_data.get("cluster"),
+            required=serializer.validated_data["required_approvals"],
+        )
+
+    def perform_update(self, serializer: Any) -> None:
+        rule = serializer.instance
+        data = serializer.validated_data
+        serializer.instance = services.approval_rule_save(
+            actor=self.request.user,
+            rule=rule,
+            cluster=data.get("cluster", rule.cluster),
+            required=data.get("required_approvals", rule.required_approvals),
+        )
+
+    def perform_destroy(self, instance: ApprovalRule) -> None:
+        services.approval_rule_delete(actor=self.request.user, rule=instance)
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        self.perform_destroy(self.get_object())
+        return Response(status=status.HTTP_204_NO_CONTENT)

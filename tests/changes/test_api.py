@@ -191,3 +191,33 @@ def test_label_assignment_create_is_held(editor_clients):
     approved = editor_clients[1].post(f"{response.json()['proposal']}approve/", format="json")
     assert approved.json()["status"] == "applied"
     assert editor_clients[0].get("/api/v1/label-assignments/tier/").json()["version"] == 1
+
+
+def test_approval_rules_read_by_all_written_by_admins(admin_client, editor, viewer):
+    from tests.factories import make_cluster
+
+    make_cluster("prod")
+    assert editor.post("/api/v1/approval-rules/", {"required_approvals": 1}).status_code == 403
+    default = admin_client.post("/api/v1/approval-rules/", {"required_approvals": 1}, format="json")
+    assert default.status_code == 201, default.content
+    assert default.json()["cluster"] is None
+    again = admin_client.post("/api/v1/approval-rules/", {"required_approvals": 2}, format="json")
+    assert again.status_code == 400
+    assert "already a rule for the default" in again.json()["cluster"][0]
+    prod = admin_client.post(
+        "/api/v1/approval-rules/", {"cluster": "prod", "required_approvals": 3}, format="json"
+    )
+    assert prod.status_code == 201
+    for bad in ({"cluster": "nope", "required_approvals": 1}, {"required_approvals": 11}):
+        assert admin_client.post("/api/v1/approval-rules/", bad, format="json").status_code == 400
+    rules = viewer.get("/api/v1/approval-rules/").json()["results"]
+    assert {(r["cluster"], r["required_approvals"]) for r in rules} == {(None, 1), ("prod", 3)}
+    url = f"/api/v1/approval-rules/{prod.json()['id']}/"
+    assert (
+        admin_client.patch(url, {"required_approvals": 0}, format="json").json()[
+            "required_approvals"
+        ]
+        == 0
+    )
+    assert admin_client.delete(url).status_code == 204
+    assert AuditEntry.objects.filter(object_type="approval_rule").count() == 4

@@ -9,7 +9,8 @@ it on the form (docs/architecture.md#errors).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 from engine.errors import join_path
@@ -58,3 +59,34 @@ class ExpectationsBroken(Exception):
             f"This change breaks {len(broken)} expectation"
             f"{'s' if len(broken) != 1 else ''} ({names}); confirm it to make it anyway."
         )
+
+
+class ChangeHeld(Exception):
+    """A write that needs approvals first (the two-person rule, ``changes``): nothing was
+    written. The API answers 202 with the proposal, the admin redirects to it.
+
+    The gate cannot store the proposal itself: it runs inside the write's transaction, which
+    this exception rolls back. ``hold()`` stores it afterwards (once) and returns where it is.
+    """
+
+    def __init__(self, message: str, *, hold: Callable[[], HeldProposal]) -> None:
+        self._hold = hold
+        self.held: HeldProposal | None = None
+        super().__init__(message)
+
+    def hold(self) -> HeldProposal:
+        """Store the proposal (the first call only) and say where it is."""
+        if self.held is None:
+            self.held = self._hold()
+        return self.held
+
+
+@dataclass(frozen=True)
+class HeldProposal:
+    """Where a held change waits: its number, API path, admin path and approvals needed."""
+
+    pk: int
+    api_path: str
+    admin_path: str
+    required: int
+    message: str

@@ -19,12 +19,15 @@ ROLE_EDITOR = "editor"
 ROLE_ADMIN = "admin"
 ROLES = (ROLE_VIEWER, ROLE_EDITOR, ROLE_ADMIN)
 
-PORTAL_APPS = ("portal", "inventory", "policies", "extender", "resources")
+PORTAL_APPS = ("portal", "inventory", "policies", "changes", "extender", "resources")
 # What an editor may write: configuration, not history (versions, audit, decisions).
 EDITOR_MODELS = {
     "inventory": {"cluster", "node"},
     "policies": {"labelassignment", "policy", "filterrule", "weightrule", "expectation"},
     "resources": {"managedresource"},
+    # Approving, rejecting and rebasing proposals; applying one without approvals, and the
+    # approval rules, are the administrators'.
+    "changes": {"approval"},
 }
 # Single permissions an editor holds on models it does not otherwise write (none now: evicting
 # pods acts on the cluster, not on what the portal stores, and is the evictor's grant).

@@ -20,4 +20,10 @@ class PoliciesConfig(AppConfig):
         register_assignment_reader(cluster_assignment_specs)
         register_snapshot_reader(current_snapshot)
         register_rule_history_reader(rule_in_effect_since)
-        cluster_deleting.connect(delete_cluster_objects, dispatch_uid="policies-cluster-delete")
+        from policies.gates import ungated
+
+        # Deleting the cluster was the decision: its objects go without a proposal (weak=False:
+        # the wrapper is held by nothing else).
+        cluster_deleting.connect(
+            ungated(delete_cluster_objects), dispatch_uid="policies-cluster-delete", weak=False
+        )

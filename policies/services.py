@@ -18,6 +18,7 @@ from core.limits import max_length_errors
 from core.models import AuditAction
 from engine import kinds
 from inventory.models import Cluster
+from policies import gates
 from policies.content import label_assignment_content, policy_content
 from policies.expectations import guard_assignment_change, guard_policy_change
 from policies.models import (
@@ -150,6 +151,7 @@ def policy_create(*, actor: Any, data: Any, note: str = "", force: bool = False)
     if Policy.objects.filter(name=content["name"]).exists():
         raise ObjectExists({"name": [f"A policy named {content['name']!r} already exists."]})
     guard_policy_change({content["name"]: content}, force=force)
+    gates.check("policy", None, content, actor, note, force)
     policy = Policy.objects.create(
         name=content["name"],
         description=content["description"],
@@ -204,6 +206,7 @@ def policy_update(
     if content == before:
         return locked
     guard_policy_change({locked.name: content}, force=force)
+    gates.check("policy", locked, content, actor, note, force, action)
     cluster_before = locked.cluster_id
     locked.name = content["name"]
     locked.description = content["description"]
@@ -307,6 +310,7 @@ def policy_delete(
     _check_version(locked.version, expected_version)
     before = policy_content(locked)
     guard_policy_change({locked.name: None}, force=force)
+    gates.check("policy", locked, None, actor, "", force)
     cluster_before = locked.cluster_id
     locked.delete()
     record_change(
@@ -408,6 +412,7 @@ def label_assignment_create(
             {"name": [f"A label assignment named {content['name']!r} already exists."]}
         )
     guard_assignment_change(content["name"], content, force=force)
+    gates.check("label_assignment", None, content, actor, note, force)
     assignment = LabelAssignment.objects.create(
         **_assignment_fields(content), created_by=_user(actor), updated_by=_user(actor)
     )
@@ -451,6 +456,7 @@ def label_assignment_update(
     if content == before:
         return locked
     guard_assignment_change(locked.name, content, force=force)
+    gates.check("label_assignment", locked, content, actor, note, force, action)
     cluster_before = locked.cluster_id
     for field, value in _assignment_fields(content).items():
         setattr(locked, field, value)
@@ -538,6 +544,7 @@ def label_assignment_delete(
     locked = LabelAssignment.objects.select_for_update().get(pk=assignment.pk)
     _check_version(locked.version, expected_version)
     guard_assignment_change(locked.name, None, force=force)
+    gates.check("label_assignment", locked, None, actor, "", force)
     before = label_assignment_content(locked)
     cluster_before = locked.cluster_id
     locked.delete()

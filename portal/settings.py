@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "portal",
     "inventory",
     "policies",
+    "changes",
     "resources",
     "extender",
     "console",
@@ -107,6 +108,8 @@ MIDDLEWARE = [
     # Inside SessionMiddleware: it marks a used session for saving, at most once a minute.
     "core.middleware.SessionIdleTimeout",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # A save held for approvals: a message and a redirect to its proposal (changes).
+    "changes.middleware.HeldChangeRedirect",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     # Last: it locks out a username and address after repeated failed logins.
@@ -282,6 +285,11 @@ SPECTACULAR_SETTINGS = {
         "PolicySetKindEnum": ["PolicySet"],
         "ObjectKindEnum": ["cluster", "policy", "label_assignment", "expectation"],
     },
+    # Writes held for approvals answer 202 (changes.api.schema).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "changes.api.schema.add_held_responses",
+    ],
 }
 
 # --- Extender -------------------------------------------------------------------------------

@@ -244,6 +244,10 @@ def _cmd_apply(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 )
             return FAILED
         raise
+    if "proposal" in plan:  # 202: held for approvals (the portal's change control)
+        print(f"held: {plan.get('detail')} Nothing was written.", file=err)
+        print(f"  review it at {plan['proposal']}", file=err)
+        return FAILED
     _print_plan(plan, out)
     return OK
 

@@ -4,6 +4,8 @@
   problems that belong to no field use ``non_field_errors``; parse errors use ``detail``.
 * 401/403/404/405/406/415: ``{"detail": "..."}``.
 * 409/412: ``{"detail": "...", "current_version": n}`` (``current_version`` when known).
+* 202 for a write held for approvals (``ChangeHeld``): ``{"detail", "proposal", "proposal_id",
+  "required_approvals"}`` with the proposal's URL in ``Location``; nothing was written.
 
 No exception reaches Django as a 500 when it is a client's fault: validation errors from the
 services (``ContentError``), Django's ``ValidationError``, integrity and data errors from the
@@ -26,7 +28,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from core import limits
-from core.errors import ContentError, ExpectationsBroken, VersionConflict
+from core.errors import ChangeHeld, ContentError, ExpectationsBroken, VersionConflict
 from engine.errors import join_path
 
 logger = logging.getLogger(__name__)
@@ -103,8 +105,27 @@ def _django_validation_detail(exc: DjangoValidationError) -> dict[str, list[str]
     return {NON_FIELD: list(exc.messages)}
 
 
+def held_response(exc: ChangeHeld, context: dict) -> Response:
+    """202: the write waits as a proposal (stored now, its own transaction rolled back)."""
+    held = exc.hold()
+    request = context.get("request")
+    url = request.build_absolute_uri(held.api_path) if request is not None else held.api_path
+    return Response(
+        {
+            "detail": held.message,
+            "proposal": url,
+            "proposal_id": held.pk,
+            "required_approvals": held.required,
+        },
+        status=status.HTTP_202_ACCEPTED,
+        headers={"Location": url},
+    )
+
+
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
     """DRF's handler plus the project's exceptions; every client error becomes a clean 4xx."""
+    if isinstance(exc, ChangeHeld):
+        return held_response(exc, context)
     if isinstance(exc, ContentError):
         set_rollback()
         return Response(content_error_detail(exc), status=status.HTTP_400_BAD_REQUEST)

@@ -11,6 +11,7 @@ urlpatterns = [
     path("", ApiRootView.as_view(), name="api-root"),
     path("audit/", AuditEntryViewSet.as_view({"get": "list"}), name="auditentry-list"),
     path("", include("policies.api.urls")),
+    path("", include("changes.api.urls")),
     path("", include("inventory.api.urls")),
     path("", include("resources.api.urls")),
     path("", include("extender.api.urls")),

@@ -10,6 +10,7 @@ the preview. See docs/operations.md, "Editing policies safely".
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, cast
 
 from django.forms import BaseFormSet
@@ -29,6 +30,17 @@ CONFIRM_FIELD = "confirm_warnings"
 PREVIEW_BUTTON = "_preview"
 MAX_HINT_KEYS = 300
 MAX_HINT_VALUES = 40
+
+# More lines for the preview from apps above this one (the replay of recorded calls registers
+# one when it loads): each takes the draft's content and returns None or
+# {"text": str, "hold": str} — a non-empty "hold" holds the save until "Save anyway", saying it.
+PreviewLine = Callable[[dict[str, Any]], dict[str, str] | None]
+PREVIEW_LINES: list[PreviewLine] = []
+
+
+def register_preview_line(provider: PreviewLine) -> None:
+    if provider not in PREVIEW_LINES:
+        PREVIEW_LINES.append(provider)
 
 
 def draft_content(draft: dict | None, formsets: list[BaseFormSet]) -> dict[str, Any] | None:
@@ -57,7 +69,10 @@ def draft_report(content: dict[str, Any], saved: Policy | None) -> dict[str, Any
     except ContentError as exc:
         # E.g. a cluster the snapshot does not know yet: say so instead of failing the page.
         return {"clusters": [], "warnings": [], "problem": str(exc)}
-    report["pods_affected"] = any(pod_consequences(report))
+    report["lines"] = [line for provider in PREVIEW_LINES if (line := provider(content))]
+    report["pods_affected"] = any(pod_consequences(report)) or any(
+        line.get("hold") for line in report["lines"]
+    )
     if saved is not None and saved.pk:
         # Read again: the form has already copied the edited fields onto ``saved``.
         stored = Policy.objects.filter(pk=saved.pk).first()
@@ -96,7 +111,11 @@ class DraftCheck:
         warnings = self.report["warnings"]
         broken = self.report.get("broken_expectations") or []
         violations, held = pod_consequences(self.report)
-        if (warnings or broken or violations or held) and not self.request.POST.get(CONFIRM_FIELD):
+        lines = self.report.get("lines") or []
+        holds = any(line.get("hold") for line in lines)
+        if (warnings or broken or violations or held or holds) and not self.request.POST.get(
+            CONFIRM_FIELD
+        ):
             parts = []
             if warnings:
                 parts.append(f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''}")
@@ -108,6 +127,7 @@ class DraftCheck:
                 )
             if held:
                 parts.append(f"leaves {held} Pending pod{'s' if held != 1 else ''} no node")
+            parts.extend(line["hold"] for line in lines if line.get("hold"))
             self._errors = ErrorList(
                 [
                     f"Not saved yet: this change has {' and '.join(parts)}. Read the impact "

@@ -1,0 +1,380 @@
+"""Replay a draft against recorded decisions: what it would have done to the calls
+kube-scheduler actually made.
+
+A draft is a set of compiled policies that replace the saved policies of the same names (or,
+for a whole PolicySet applied with ``prune``, every saved policy). For each cluster the draft
+gets its own ``engine.evaluate.ClusterEvaluator`` over the node facts of the current snapshot,
+sharing the compiled objects of every policy it does not touch; the current rules are the
+snapshot's own evaluator. Calls are judged in groups (``replay.recorded.Group``: cluster,
+namespace, pod shape, candidate nodes) and every count is weighted by the calls a group stands
+for. Candidate nodes are judged as they are *now*; a recorded candidate the inventory no
+longer holds is left out of both verdicts and counted apart.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.urls import reverse
+
+from core.errors import ContentError
+from engine.evaluate import ClusterEvaluator, PolicySetTable
+from engine.pods import PodFacts
+from engine.policy import CompiledPolicy, compile_policy
+from engine.snapshot import ClusterSnapshot, Snapshot
+from policies.apply import clean_document
+from policies.compile import current_snapshot
+from policies.content import policy_content
+from policies.models import Policy
+from policies.services import clean_policy_for_write
+from replay import recorded
+
+WORST = 10
+NO_POOL = "(no pool label)"
+Progress = Callable[[int, int], None]
+
+
+def pool_labels() -> tuple[str, ...]:
+    return tuple(settings.REPLAY_POOL_LABELS)
+
+
+@dataclass
+class Draft:
+    """Compiled policies replacing the saved ones named in ``replaced``."""
+
+    policies: list[CompiledPolicy]
+    replaced: frozenset[str]
+    summary: str
+
+
+def draft_from_policy(data: Any) -> Draft:
+    """A policy edit: the content a create or update takes. Fields left out are the saved
+    policy's of that name (a patch); invalid content raises the save's ContentError."""
+    if not isinstance(data, Mapping):
+        raise ContentError({"policy": ["Must be an object: a policy as the API saves it."]})
+    saved = None
+    name = data.get("name")
+    if isinstance(name, str):
+        saved = Policy.objects.filter(name=name).select_related("cluster").first()
+    merged = {**policy_content(saved), **data} if saved is not None else dict(data)
+    merged = {k: v for k, v in merged.items() if k not in ("version", "note")}
+    content = clean_policy_for_write(merged)
+    version = (saved.version + 1) if saved is not None else 1
+    compiled = compile_policy(content, version=version)
+    state = "new" if saved is None else f"edit of v{saved.version}"
+    return Draft([compiled], frozenset({content["name"]}), f"policy {content['name']} ({state})")
+
+
+def draft_from_policy_set(document: Any, *, prune: bool = False) -> Draft:
+    """A whole PolicySet, as ``POST /api/v1/apply/`` takes it: its policies replace the saved
+    ones of the same names (``prune``: every saved policy). Its label assignments are not
+    replayed (node facts are the inventory's as it is now)."""
+    _, sections = clean_document(document)
+    entries = next(s for s in sections if s.key == "policies").entries
+    versions = dict(Policy.objects.values_list("name", "version"))
+    compiled = [compile_policy(c, version=versions.get(c["name"], 0) + 1) for c in entries]
+    replaced = frozenset(versions) if prune else frozenset(c["name"] for c in entries)
+    return Draft(compiled, replaced, f"PolicySet of {len(entries)} policies")
+
+
+@dataclass
+class _Cluster:
+    """The current and the draft evaluator of one cluster, and its node names by id."""
+
+    snapshot: ClusterSnapshot
+    draft: ClusterEvaluator
+    touched: frozenset[int]  # positions (in the draft evaluator) of the draft's policies
+    pools: dict[str, str]
+
+
+def _pools(cluster: ClusterSnapshot, keys: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for node in cluster.facts:
+        out[node.name] = next((node.labels[k] for k in keys if k in node.labels), NO_POOL)
+    return out
+
+
+def prepare(snapshot: Snapshot, draft: Draft, clusters: Iterable[str]) -> dict[str, _Cluster]:
+    keys = pool_labels()
+    out = {}
+    for name in clusters:
+        cluster = snapshot.clusters.get(name)
+        if cluster is None:
+            continue
+        kept = [p for p in cluster.policies if p.name not in draft.replaced]
+        added = [p for p in draft.policies if p.applies_to_cluster(name)]
+        evaluator = ClusterEvaluator([*kept, *added], cluster.facts)
+        touched = frozenset(range(len(kept), len(kept) + len(added)))
+        out[name] = _Cluster(cluster, evaluator, touched, _pools(cluster, keys))
+    return out
+
+
+@dataclass
+class Tally:
+    calls: int = 0
+    shapes: int = 0
+
+    def add(self, calls: int) -> None:
+        self.calls += calls
+        self.shapes += 1
+
+
+@dataclass
+class Result:
+    calls: int = 0
+    shapes: int = 0
+    judged: int = 0  # groups whose policies differ under the draft (the others cannot change)
+    to_zero: Tally = field(default_factory=Tally)
+    from_zero: Tally = field(default_factory=Tally)
+    best_changed: Tally = field(default_factory=Tally)
+    zero_both: Tally = field(default_factory=Tally)
+    gone_nodes: set[tuple[str, str]] = field(default_factory=set)
+    gone_calls: int = 0
+    by_namespace: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    by_rule: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    by_pool: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)
+    worst: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _count(table: dict[Any, dict[str, int]], key: Any, what: str, calls: int) -> None:
+    row = table.setdefault(key, {})
+    row[what] = row.get(what, 0) + calls
+
+
+def _best(table: PolicySetTable, passed: list[str]) -> frozenset[str]:
+    if not passed:
+        return frozenset()
+    scores = table.scores.scores(passed)
+    top = max(scores)
+    return frozenset(n for n, s in zip(passed, scores, strict=True) if s == top)
+
+
+class Replayer:
+    """Judges groups of recorded calls under the current rules and the draft."""
+
+    def __init__(self, snapshot: Snapshot, draft: Draft) -> None:
+        self.snapshot = snapshot
+        self.draft = draft
+        self.clusters = prepare(snapshot, draft, snapshot.clusters)
+        self.result = Result()
+        self._names: dict[int, str] = {}
+        self._labels: dict[int, dict[str, str]] = {}
+
+    def load(self, groups: Sequence[recorded.Group]) -> None:
+        """Resolve the node names and pod labels the groups name (a few queries)."""
+        ids: set[int] = set()
+        for group in groups:
+            ids.update(recorded.candidate_ids(group))
+        self._names.update(recorded.node_names(ids - self._names.keys()))
+        shapes = {g.shape_id for g in groups if g.shape_id not in self._labels}
+        self._labels.update(recorded.shape_labels(shapes))
+
+    def run(
+        self, groups: Sequence[recorded.Group], progress: Progress | None = None, every: int = 500
+    ) -> Result:
+        self.load(groups)
+        for i, group in enumerate(groups):
+            self.judge(group)
+            if progress is not None and i % every == 0:
+                progress(i, len(groups))
+        if progress is not None:
+            progress(len(groups), len(groups))
+        return self.result
+
+    def judge(self, group: recorded.Group) -> None:
+        result = self.result
+        result.calls += group.calls
+        result.shapes += 1
+        calls = group.calls
+        ns = (group.cluster, group.namespace)
+        _count(result.by_namespace, ns, "calls", calls)
+        cluster = self.clusters.get(group.cluster)
+        names = [self._names.get(i, "") for i in recorded.candidate_ids(group)]
+        if cluster is None:  # the cluster is gone: every candidate with it
+            result.gone_nodes.update((group.cluster, n) for n in names)
+            result.gone_calls += calls
+            return
+        current = cluster.snapshot.evaluator
+        index = current.nodes.index
+        known = [n for n in names if n in index]
+        if len(known) < len(names):
+            result.gone_nodes.update((group.cluster, n) for n in names if n not in index)
+            result.gone_calls += calls
+        labels = self._labels.get(group.shape_id or 0, {})
+        pod = PodFacts(namespace=group.namespace, labels=labels)
+        positions = cluster.draft.active(pod)
+        before = current.table(current.active(pod))
+        if not cluster.touched.intersection(positions) and not any(
+            p.name in self.draft.replaced for p in (*before.enforce, *before.dry_run)
+        ):
+            return  # neither a replaced nor a draft policy selects this pod: nothing changes
+        after = cluster.draft.table(positions)
+        result.judged += 1
+        self._compare(group, cluster, known, before, after)
+
+    def _compare(
+        self,
+        group: recorded.Group,
+        cluster: _Cluster,
+        known: list[str],
+        before: PolicySetTable,
+        after: PolicySetTable,
+    ) -> None:
+        result = self.result
+        calls = group.calls
+        ns = (group.cluster, group.namespace)
+        was = [n for n in known if before.reject[n] is None]
+        now = [n for n in known if after.reject[n] is None]
+        lost = set(was).difference(now)
+        gained = set(now).difference(was)
+        rules: Counter[tuple[str, str]] = Counter()
+        for node in lost:
+            for rule in after.reject_rules.get(node, ()):
+                rules[rule] += 1
+        for rule in rules:
+            _count(result.by_rule, rule, "calls_losing_nodes", calls)
+        for pool in {cluster.pools.get(n, NO_POOL) for n in lost}:
+            _count(result.by_pool, (group.cluster, pool), "calls_losing_nodes", calls)
+        for pool in {cluster.pools.get(n, NO_POOL) for n in gained}:
+            _count(result.by_pool, (group.cluster, pool), "calls_gaining_nodes", calls)
+        kind = ""
+        if was and not now:
+            kind = "to_zero"
+            result.to_zero.add(calls)
+            for rule in rules:
+                _count(result.by_rule, rule, "to_zero", calls)
+        elif now and not was:
+            kind = "from_zero"
+            result.from_zero.add(calls)
+        elif now and was and not _best(before, was) & _best(after, now):
+            kind = "best_changed"
+            result.best_changed.add(calls)
+        elif known and not was and not now:
+            result.zero_both.add(calls)
+        if kind:
+            _count(result.by_namespace, ns, kind, calls)
+            result.worst.append(
+                {
+                    "kind": kind,
+                    "calls": calls,
+                    "cluster": group.cluster,
+                    "namespace": group.namespace,
+                    "labels": self._labels.get(group.shape_id or 0, {}),
+                    "candidates": len(known),
+                    "passing_before": len(was),
+                    "passing_after": len(now),
+                    "rules": [f"{p}/{r}" for (p, r), _ in rules.most_common(3)],
+                    "decision": group.example_id,
+                }
+            )
+            if len(result.worst) > 4 * WORST:
+                self._trim()
+
+    def _trim(self) -> None:
+        order = {"to_zero": 0, "best_changed": 1, "from_zero": 2}
+        self.result.worst.sort(key=lambda w: (order[w["kind"]], -w["calls"]))
+        del self.result.worst[2 * WORST :]
+
+
+def explain_url(example: Mapping[str, Any], recorded_call: Mapping[str, Any] | None) -> str:
+    """The explain page, opened with the recorded pod (its namespace, name and labels)."""
+    query = {
+        "cluster": example["cluster"],
+        "namespace": example["namespace"],
+        "name": (recorded_call or {}).get("pod_name", ""),
+        "labels": "\n".join(f"{k}={v}" for k, v in sorted(example["labels"].items())),
+    }
+    return reverse("admin:console-explain") + "?" + urlencode(query)
+
+
+def report(
+    result: Result,
+    *,
+    since: datetime,
+    until: datetime,
+    cluster: str | None,
+    draft: Draft,
+    snapshot: Snapshot,
+    sampled: dict[str, Any] | None = None,
+    seconds: float = 0.0,
+) -> dict[str, Any]:
+    """The result as the API and the report page give it."""
+    order = {"to_zero": 0, "best_changed": 1, "from_zero": 2}
+    worst = sorted(result.worst, key=lambda w: (order[w["kind"]], -w["calls"]))[:WORST]
+    calls = recorded.examples([w["decision"] for w in worst])
+    for w in worst:
+        row = calls.get(w["decision"])
+        w["pod"] = f"{w['namespace']}/{row['pod_name']}" if row else w["namespace"]
+        w["recorded_at"] = row["created_at"].isoformat() if row else None
+        w["explain_url"] = explain_url(w, row)
+    where = f"cluster {cluster}" if cluster else "every cluster"
+    message = ""
+    if not result.calls:
+        message = (
+            f"No recorded calls in {where} between {since:%Y-%m-%d %H:%M} and "
+            f"{until:%Y-%m-%d %H:%M} UTC: nothing to replay."
+        )
+    return {
+        "draft": draft.summary,
+        "window": {"since": since.isoformat(), "until": until.isoformat()},
+        "cluster": cluster,
+        "snapshot_revision": snapshot.revision,
+        "inventory": (
+            "Candidate nodes are judged as the inventory has them now (snapshot revision "
+            f"{snapshot.revision}), not as they were when each call was made."
+        ),
+        "message": message,
+        "sampled": sampled,
+        "calls": result.calls,
+        "shapes": result.shapes,
+        "judged_shapes": result.judged,
+        "to_zero": _tally(result.to_zero),
+        "from_zero": _tally(result.from_zero),
+        "best_changed": _tally(result.best_changed),
+        "zero_before_and_after": _tally(result.zero_both),
+        "gone_nodes": {
+            "nodes": len(result.gone_nodes),
+            "calls": result.gone_calls,
+            "names": sorted(f"{c}/{n}" for c, n in result.gone_nodes)[:20],
+        },
+        "by_namespace": _rows(result.by_namespace, ("cluster", "namespace"), "calls"),
+        "by_rule": _rows(result.by_rule, ("policy", "rule"), "calls_losing_nodes"),
+        "by_node_pool": _rows(result.by_pool, ("cluster", "pool"), "calls_losing_nodes"),
+        "worst": worst,
+        "seconds": round(seconds, 3),
+    }
+
+
+def _tally(tally: Tally) -> dict[str, int]:
+    return {"calls": tally.calls, "shapes": tally.shapes}
+
+
+def _rows(
+    table: Mapping[tuple[str, str], Mapping[str, int]], keys: tuple[str, str], sort: str
+) -> list[dict[str, Any]]:
+    rows = [{keys[0]: k[0], keys[1]: k[1], **counts} for k, counts in table.items()]
+    rows.sort(key=lambda r: (-r.get("to_zero", 0), -r.get(sort, 0), r[keys[0]], r[keys[1]]))
+    return rows[:100]
+
+
+def elapsed(start: float) -> float:
+    return time.perf_counter() - start
+
+
+def snapshot_now() -> Snapshot:
+    return current_snapshot()
+
+
+def clusters_named(snapshot: Snapshot, cluster: Any) -> str | None:
+    if cluster in (None, ""):
+        return None
+    if not isinstance(cluster, str) or cluster not in snapshot.clusters:
+        raise ContentError({"cluster": [f"No cluster named {cluster!r}."]})
+    return cluster

@@ -79,3 +79,11 @@ def record(prod) -> Record:
         recorded.write_batch(batch)
 
     return write
+
+
+@pytest.fixture
+def admin_client_ui(db, client):
+    from django.contrib.auth import get_user_model
+
+    client.force_login(get_user_model().objects.create_superuser("root", password="x"))
+    return client

@@ -156,30 +156,55 @@ def _best(table: PolicySetTable, passed: list[str]) -> frozenset[str]:
     return frozenset(n for n, s in zip(passed, scores, strict=True) if s == top)
 
 
-class Replayer:
-    """Judges groups of recorded calls under the current rules and the draft."""
+class Decoder:
+    """Node names, pod labels and candidate lists of recorded groups, resolved once and kept
+    (the editor's sample keeps one, so an edit decodes nothing)."""
 
-    def __init__(self, snapshot: Snapshot, draft: Draft) -> None:
-        self.snapshot = snapshot
-        self.draft = draft
-        self.clusters = prepare(snapshot, draft, snapshot.clusters)
-        self.result = Result()
-        self._names: dict[int, str] = {}
-        self._labels: dict[int, dict[str, str]] = {}
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+        self.labels: dict[int, dict[str, str]] = {}
+        self.candidates: dict[bytes, tuple[str, ...]] = {}
 
     def load(self, groups: Sequence[recorded.Group]) -> None:
         """Resolve the node names and pod labels the groups name (a few queries)."""
         ids: set[int] = set()
         for group in groups:
-            ids.update(recorded.candidate_ids(group))
-        self._names.update(recorded.node_names(ids - self._names.keys()))
-        shapes = {g.shape_id for g in groups if g.shape_id not in self._labels}
-        self._labels.update(recorded.shape_labels(shapes))
+            if group.candidates not in self.candidates:
+                ids.update(recorded.candidate_ids(group))
+        self.names.update(recorded.node_names(ids - self.names.keys()))
+        shapes = {g.shape_id for g in groups if g.shape_id not in self.labels}
+        self.labels.update(recorded.shape_labels(shapes))
+
+    def candidate_names(self, group: recorded.Group) -> tuple[str, ...]:
+        # Node ids are per cluster, so the packed ids name the same nodes wherever they occur.
+        found = self.candidates.get(group.candidates)
+        if found is None:
+            names = self.names
+            found = tuple(names.get(i, "") for i in recorded.candidate_ids(group))
+            self.candidates[group.candidates] = found
+        return found
+
+
+class Replayer:
+    """Judges groups of recorded calls under the current rules and the draft.
+
+    ``gone``: also name the recorded candidates the inventory no longer holds (the full
+    replay; the editor's line skips them, and with them every group the draft cannot change)."""
+
+    def __init__(
+        self, snapshot: Snapshot, draft: Draft, decoder: Decoder | None = None, gone: bool = True
+    ) -> None:
+        self.snapshot = snapshot
+        self.draft = draft
+        self.clusters = prepare(snapshot, draft, snapshot.clusters)
+        self.result = Result()
+        self.decoder = decoder or Decoder()
+        self.gone = gone
 
     def run(
         self, groups: Sequence[recorded.Group], progress: Progress | None = None, every: int = 500
     ) -> Result:
-        self.load(groups)
+        self.decoder.load(groups)
         for i, group in enumerate(groups):
             self.judge(group)
             if progress is not None and i % every == 0:
@@ -188,33 +213,38 @@ class Replayer:
             progress(len(groups), len(groups))
         return self.result
 
+    def _gone(self, group: recorded.Group, names: Iterable[str]) -> None:
+        self.result.gone_nodes.update((group.cluster, n) for n in names)
+        self.result.gone_calls += group.calls
+
     def judge(self, group: recorded.Group) -> None:
         result = self.result
         result.calls += group.calls
         result.shapes += 1
-        calls = group.calls
-        ns = (group.cluster, group.namespace)
-        _count(result.by_namespace, ns, "calls", calls)
+        _count(result.by_namespace, (group.cluster, group.namespace), "calls", group.calls)
         cluster = self.clusters.get(group.cluster)
-        names = [self._names.get(i, "") for i in recorded.candidate_ids(group)]
         if cluster is None:  # the cluster is gone: every candidate with it
-            result.gone_nodes.update((group.cluster, n) for n in names)
-            result.gone_calls += calls
+            if self.gone:
+                self._gone(group, self.decoder.candidate_names(group))
             return
         current = cluster.snapshot.evaluator
-        index = current.nodes.index
-        known = [n for n in names if n in index]
-        if len(known) < len(names):
-            result.gone_nodes.update((group.cluster, n) for n in names if n not in index)
-            result.gone_calls += calls
-        labels = self._labels.get(group.shape_id or 0, {})
-        pod = PodFacts(namespace=group.namespace, labels=labels)
+        pod = PodFacts(
+            namespace=group.namespace, labels=self.decoder.labels.get(group.shape_id or 0, {})
+        )
         positions = cluster.draft.active(pod)
         before = current.table(current.active(pod))
-        if not cluster.touched.intersection(positions) and not any(
+        changes = bool(cluster.touched.intersection(positions)) or any(
             p.name in self.draft.replaced for p in (*before.enforce, *before.dry_run)
-        ):
+        )
+        if not changes and not self.gone:
             return  # neither a replaced nor a draft policy selects this pod: nothing changes
+        names = self.decoder.candidate_names(group)
+        index = current.nodes.index
+        known = [n for n in names if n in index]
+        if len(known) < len(names) and self.gone:
+            self._gone(group, (n for n in names if n not in index))
+        if not changes:
+            return
         after = cluster.draft.table(positions)
         result.judged += 1
         self._compare(group, cluster, known, before, after)
@@ -266,7 +296,7 @@ class Replayer:
                     "calls": calls,
                     "cluster": group.cluster,
                     "namespace": group.namespace,
-                    "labels": self._labels.get(group.shape_id or 0, {}),
+                    "labels": self.decoder.labels.get(group.shape_id or 0, {}),
                     "candidates": len(known),
                     "passing_before": len(was),
                     "passing_after": len(now),

@@ -21,7 +21,15 @@ from django.conf import settings
 from core.errors import ContentError
 from engine.snapshot import Snapshot
 from replay import recorded
-from replay.replayer import Draft, Progress, Replayer, clusters_named, report, snapshot_now
+from replay.replayer import (
+    Decoder,
+    Draft,
+    Progress,
+    Replayer,
+    clusters_named,
+    report,
+    snapshot_now,
+)
 
 MAX_DAYS = 31
 
@@ -84,6 +92,7 @@ def replay(
 class Sample:
     at: float
     groups: list[recorded.Group]
+    decoder: Decoder
     sampled_calls: int
     total_calls: int
 
@@ -111,7 +120,9 @@ def sample(days: int, cluster: str | None) -> Sample:
     total = sampled
     if sampled >= int(settings.REPLAY_SAMPLE_CALLS):
         total = recorded.calls_in_window(since, until, cluster)
-    fresh = Sample(time.monotonic(), groups, sampled, total)
+    decoder = Decoder()
+    decoder.load(groups)
+    fresh = Sample(time.monotonic(), groups, decoder, sampled, total)
     with _lock:
         _samples[key] = fresh
     return fresh
@@ -123,7 +134,7 @@ def sampled_replay(
     """The replay of the sample: the counts it saw, and the window's total calls."""
     snapshot = snapshot or snapshot_now()
     taken = sample(days, cluster)
-    replayer = Replayer(snapshot, draft)
+    replayer = Replayer(snapshot, draft, taken.decoder, gone=False)
     result = replayer.run(taken.groups)
     return {
         "days": days,
@@ -134,7 +145,6 @@ def sampled_replay(
         "to_zero": result.to_zero.calls,
         "from_zero": result.from_zero.calls,
         "best_changed": result.best_changed.calls,
-        "gone_calls": result.gone_calls,
     }
 
 

@@ -244,6 +244,15 @@ def measure() -> dict[str, float]:
             start = time.perf_counter()
             sampled_replay(draft_from_policy(draft), days=7, cluster=None)
             warm.append(time.perf_counter() - start)
+        if os.environ.get("BENCH_PROFILE"):
+            import cProfile
+            import pstats
+
+            profile = cProfile.Profile()
+            profile.enable()
+            sampled_replay(draft_from_policy(DRAFT), days=7, cluster=None)
+            profile.disable()
+            pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
     out["line_p50"] = statistics.median(warm)
     out["line_max"] = max(warm)
     out["line_sampled"] = line["sampled_calls"]
@@ -268,14 +277,15 @@ Scale measured: **{int(calls):,} recorded calls**, {int(figures["shapes"]):,} di
 {NODES:,} nodes, three policies.
 
 Machine: {platform.machine()}, {os.cpu_count()} CPUs shared with other work, Python
-{platform.python_version()}; load average during the run {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}.
+{platform.python_version()}; load average during the run
+{load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f}.
 
 | measure | value | target |
 |---|---:|---:|
 | full replay (median of 3) | {full:.2f} s | <= 10 s |
 | of which the grouping query | {query:.2f} s | - |
 | of which judging the groups, current rules and draft | {judge:.2f} s | - |
-| 10 M calls, extrapolated (query × 10, same groups) | {ten:.1f} s | - |
+| 10 M calls, extrapolated (query x 10, same groups) | {ten:.1f} s | - |
 | editor line, sample decoded (first edit, cold) | {figures["line_cold"] * 1000:.0f} ms | - |
 | editor line, p50 of 20 edits (sample cached) | {figures["line_p50"] * 1000:.0f} ms | <= 500 ms |
 | editor line, slowest of 20 edits | {figures["line_max"] * 1000:.0f} ms | - |

@@ -148,12 +148,15 @@ def _count(table: dict[Any, dict[str, int]], key: Any, what: str, calls: int) ->
     row[what] = row.get(what, 0) + calls
 
 
-def _best(table: PolicySetTable, passed: list[str]) -> frozenset[str]:
+def _best(table: PolicySetTable, passed: frozenset[str]) -> frozenset[str]:
     if not passed:
         return frozenset()
-    scores = table.scores.scores(passed)
+    if not table.scored:
+        return passed  # no weight rule: every passing node scores the same
+    names = list(passed)
+    scores = table.scores.scores(names)
     top = max(scores)
-    return frozenset(n for n, s in zip(passed, scores, strict=True) if s == top)
+    return frozenset(n for n, s in zip(names, scores, strict=True) if s == top)
 
 
 class Decoder:
@@ -164,16 +167,30 @@ class Decoder:
         self.names: dict[int, str] = {}
         self.labels: dict[int, dict[str, str]] = {}
         self.candidates: dict[bytes, tuple[str, ...]] = {}
+        # Per candidate set, those the inventory holds (for the node table they were split by).
+        self._known: dict[bytes, tuple[Any, tuple[str, ...]]] = {}
 
     def load(self, groups: Sequence[recorded.Group]) -> None:
-        """Resolve the node names and pod labels the groups name (a few queries)."""
+        """Resolve the node names, pod labels and candidate lists of the groups (a few
+        queries)."""
+        pending = [g for g in groups if g.candidates not in self.candidates]
         ids: set[int] = set()
-        for group in groups:
-            if group.candidates not in self.candidates:
-                ids.update(recorded.candidate_ids(group))
+        for group in pending:
+            ids.update(recorded.candidate_ids(group))
         self.names.update(recorded.node_names(ids - self.names.keys()))
+        for group in pending:
+            self.candidate_names(group)
         shapes = {g.shape_id for g in groups if g.shape_id not in self.labels}
         self.labels.update(recorded.shape_labels(shapes))
+
+    def known(self, group: recorded.Group, nodes: Any) -> tuple[str, ...]:
+        """The group's candidates that ``nodes`` (an evaluator's node table) holds."""
+        found = self._known.get(group.candidates)
+        if found is None or found[0] is not nodes:
+            index = nodes.index
+            found = (nodes, tuple(n for n in self.candidate_names(group) if n in index))
+            self._known[group.candidates] = found
+        return found[1]
 
     def candidate_names(self, group: recorded.Group) -> tuple[str, ...]:
         # Node ids are per cluster, so the packed ids name the same nodes wherever they occur.
@@ -200,6 +217,7 @@ class Replayer:
         self.result = Result()
         self.decoder = decoder or Decoder()
         self.gone = gone
+        self._best_memo: dict[tuple[Any, Any, frozenset[str], frozenset[str]], bool] = {}
 
     def run(
         self, groups: Sequence[recorded.Group], progress: Progress | None = None, every: int = 500
@@ -239,9 +257,9 @@ class Replayer:
         if not changes and not self.gone:
             return  # neither a replaced nor a draft policy selects this pod: nothing changes
         names = self.decoder.candidate_names(group)
-        index = current.nodes.index
-        known = [n for n in names if n in index]
+        known = self.decoder.known(group, current.nodes)
         if len(known) < len(names) and self.gone:
+            index = current.nodes.index
             self._gone(group, (n for n in names if n not in index))
         if not changes:
             return
@@ -253,27 +271,30 @@ class Replayer:
         self,
         group: recorded.Group,
         cluster: _Cluster,
-        known: list[str],
+        known: tuple[str, ...],
         before: PolicySetTable,
         after: PolicySetTable,
     ) -> None:
         result = self.result
         calls = group.calls
         ns = (group.cluster, group.namespace)
-        was = [n for n in known if before.reject[n] is None]
-        now = [n for n in known if after.reject[n] is None]
-        lost = set(was).difference(now)
-        gained = set(now).difference(was)
+        was = before.passing.intersection(known)
+        now = after.passing.intersection(known)
+        lost = was - now
+        gained = now - was
         rules: Counter[tuple[str, str]] = Counter()
-        for node in lost:
-            for rule in after.reject_rules.get(node, ()):
-                rules[rule] += 1
+        if lost:
+            # Counted per set of failing rules (few), in C, then spread over the rules.
+            for keys, count in Counter(map(after.reject_rules.get, lost)).items():
+                for rule in keys or ():
+                    rules[rule] += count
         for rule in rules:
             _count(result.by_rule, rule, "calls_losing_nodes", calls)
-        for pool in {cluster.pools.get(n, NO_POOL) for n in lost}:
-            _count(result.by_pool, (group.cluster, pool), "calls_losing_nodes", calls)
-        for pool in {cluster.pools.get(n, NO_POOL) for n in gained}:
-            _count(result.by_pool, (group.cluster, pool), "calls_gaining_nodes", calls)
+        pools = cluster.pools
+        for pool in set(map(pools.get, lost)) if lost else ():
+            _count(result.by_pool, (group.cluster, pool or NO_POOL), "calls_losing_nodes", calls)
+        for pool in set(map(pools.get, gained)) if gained else ():
+            _count(result.by_pool, (group.cluster, pool or NO_POOL), "calls_gaining_nodes", calls)
         kind = ""
         if was and not now:
             kind = "to_zero"
@@ -283,7 +304,7 @@ class Replayer:
         elif now and not was:
             kind = "from_zero"
             result.from_zero.add(calls)
-        elif now and was and not _best(before, was) & _best(after, now):
+        elif now and was and self._best_changed(before, was, after, now):
             kind = "best_changed"
             result.best_changed.add(calls)
         elif known and not was and not now:
@@ -306,6 +327,23 @@ class Replayer:
             )
             if len(result.worst) > 4 * WORST:
                 self._trim()
+
+    def _best_changed(
+        self,
+        before: PolicySetTable,
+        was: frozenset[str],
+        after: PolicySetTable,
+        now: frozenset[str],
+    ) -> bool:
+        """No node is among the best both before and after (kube-scheduler's pick moves)."""
+        key = (before, after, was, now)  # the tables hash by identity and are kept alive here
+        found = self._best_memo.get(key)
+        if found is None:
+            found = not _best(before, was) & _best(after, now)
+            if len(self._best_memo) > 100_000:
+                self._best_memo.clear()
+            self._best_memo[key] = found
+        return found
 
     def _trim(self) -> None:
         order = {"to_zero": 0, "best_changed": 1, "from_zero": 2}

@@ -181,6 +181,7 @@ def record() -> int:
         "rejected_nodes, rejected_reasons, dry_nodes, dry_reasons, top_nodes, top_scores"
     )
     with connection.cursor() as cursor:
+        cursor.execute("SET statement_timeout = 0")  # seeding only: the copies take a while
         cursor.execute(
             f"INSERT INTO extender_decision (created_at, {columns}) "
             f"SELECT now() - (random() * interval '6 days') - interval '2 hours', {columns} "
@@ -189,7 +190,9 @@ def record() -> int:
         )
         cursor.execute("ANALYZE extender_decision")
         cursor.execute("SELECT count(*) FROM extender_decision")
-        return int(cursor.fetchone()[0])
+        rows = int(cursor.fetchone()[0])
+        cursor.execute("RESET statement_timeout")
+        return rows
 
 
 def _day(at: float):

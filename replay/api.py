@@ -106,7 +106,9 @@ class ReplayTaskSerializer(serializers.Serializer):
     done = serializers.IntegerField(required=False)
     total = serializers.IntegerField(required=False)
     result = ReplayResultSerializer(required=False)
-    errors = serializers.DictField(required=False)
+    errors = serializers.DictField(  # type: ignore[assignment]  # a field named as the reply's
+        required=False, help_text="Why a queued replay failed (field -> messages)."
+    )
 
 
 def clean_request(data: Any) -> dict[str, Any]:

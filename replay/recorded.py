@@ -144,4 +144,4 @@ def examples(ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     rows = Decision.objects.filter(id__in=list(ids)).values(
         "id", "cluster", "pod_namespace", "pod_name", "created_at", "verb"
     )
-    return {row["id"]: row for row in rows}
+    return {row["id"]: dict(row) for row in rows}

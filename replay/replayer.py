@@ -13,7 +13,6 @@ longer holds is left out of both verdicts and counted apart.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -427,13 +426,11 @@ def _tally(tally: Tally) -> dict[str, int]:
 def _rows(
     table: Mapping[tuple[str, str], Mapping[str, int]], keys: tuple[str, str], sort: str
 ) -> list[dict[str, Any]]:
-    rows = [{keys[0]: k[0], keys[1]: k[1], **counts} for k, counts in table.items()]
+    rows: list[dict[str, Any]] = [
+        {keys[0]: k[0], keys[1]: k[1], **counts} for k, counts in table.items()
+    ]
     rows.sort(key=lambda r: (-r.get("to_zero", 0), -r.get(sort, 0), r[keys[0]], r[keys[1]]))
     return rows[:100]
-
-
-def elapsed(start: float) -> float:
-    return time.perf_counter() - start
 
 
 def snapshot_now() -> Snapshot:

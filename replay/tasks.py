@@ -34,7 +34,7 @@ def submit(request: dict[str, Any]) -> str:
     return task_id
 
 
-@shared_task(name="replay.run_replay", ignore_result=True)  # type: ignore[untyped-decorator]
+@shared_task(name="replay.run_replay", ignore_result=True)
 def run_replay(task_id: str, request: dict[str, Any]) -> None:
     def progress(done: int, total: int) -> None:
         _put(task_id, {"id": task_id, "state": "running", "done": done, "total": total})

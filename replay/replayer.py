@@ -13,7 +13,6 @@ longer holds is left out of both verdicts and counted apart.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -90,14 +89,65 @@ class _Cluster:
     snapshot: ClusterSnapshot
     draft: ClusterEvaluator
     touched: frozenset[int]  # positions (in the draft evaluator) of the draft's policies
-    pools: dict[str, str]
+    pools: dict[str, int]  # pool -> its nodes as a bit mask (bit i: the evaluators' node i)
 
 
-def _pools(cluster: ClusterSnapshot, keys: Sequence[str]) -> dict[str, str]:
-    out = {}
-    for node in cluster.facts:
-        out[node.name] = next((node.labels[k] for k in keys if k in node.labels), NO_POOL)
+def mask_of(index: Mapping[str, int], names: Iterable[str]) -> int:
+    """Node names as a bit mask over an evaluator's node positions (unknown names ignored)."""
+    bits = bytearray((len(index) + 8) // 8)
+    for name in names:
+        i = index.get(name)
+        if i is not None:
+            bits[i >> 3] |= 1 << (i & 7)
+    return int.from_bytes(bits, "little")
+
+
+def names_of(mask: int, names: Sequence[str]) -> list[str]:
+    out = []
+    while mask:
+        low = mask & -mask
+        out.append(names[low.bit_length() - 1])
+        mask ^= low
     return out
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """One PolicySetTable as bit masks: the passing nodes, the nodes each rule rejects, and the
+    nodes by raw score, best first (None when resource weights make scores depend on the
+    request's nodes)."""
+
+    passing: int
+    rules: tuple[tuple[tuple[str, str], int], ...]
+    tiers: tuple[int, ...] | None
+
+
+def verdicts(table: PolicySetTable, index: Mapping[str, int]) -> Verdicts:
+    by_rule: dict[tuple[str, str], list[str]] = {}
+    for node, keys in table.reject_rules.items():
+        for key in keys:
+            by_rule.setdefault(key, []).append(node)
+    tiers: tuple[int, ...] | None = None
+    if not table.scores.terms:
+        raws: dict[float, list[str]] = {}
+        static = table.scores.static
+        for node in index:
+            raws.setdefault(static.get(node, 0.0), []).append(node)
+        tiers = tuple(mask_of(index, raws[raw]) for raw in sorted(raws, reverse=True))
+    return Verdicts(
+        mask_of(index, table.passing),
+        tuple((key, mask_of(index, nodes)) for key, nodes in by_rule.items()),
+        tiers,
+    )
+
+
+def _pools(cluster: ClusterSnapshot, keys: Sequence[str]) -> dict[str, int]:
+    members: dict[str, list[str]] = {}
+    for node in cluster.facts:
+        pool = next((node.labels[k] for k in keys if k in node.labels), NO_POOL)
+        members.setdefault(pool, []).append(node.name)
+    index = cluster.evaluator.nodes.index
+    return {pool: mask_of(index, names) for pool, names in members.items()}
 
 
 def prepare(snapshot: Snapshot, draft: Draft, clusters: Iterable[str]) -> dict[str, _Cluster]:
@@ -147,17 +197,6 @@ def _count(table: dict[Any, dict[str, int]], key: Any, what: str, calls: int) ->
     row[what] = row.get(what, 0) + calls
 
 
-def _best(table: PolicySetTable, passed: frozenset[str]) -> frozenset[str]:
-    if not passed:
-        return frozenset()
-    if not table.scored:
-        return passed  # no weight rule: every passing node scores the same
-    names = list(passed)
-    scores = table.scores.scores(names)
-    top = max(scores)
-    return frozenset(n for n, s in zip(names, scores, strict=True) if s == top)
-
-
 class Decoder:
     """Node names, pod labels and candidate lists of recorded groups, resolved once and kept
     (the editor's sample keeps one, so an edit decodes nothing)."""
@@ -166,8 +205,9 @@ class Decoder:
         self.names: dict[int, str] = {}
         self.labels: dict[int, dict[str, str]] = {}
         self.candidates: dict[bytes, tuple[str, ...]] = {}
-        # Per candidate set, those the inventory holds (for the node table they were split by).
-        self._known: dict[bytes, tuple[Any, tuple[str, ...]]] = {}
+        # Per candidate set, those the inventory holds as a mask and their number (for the
+        # node table they were judged by).
+        self._known: dict[bytes, tuple[Any, int, int]] = {}
 
     def load(self, groups: Sequence[recorded.Group]) -> None:
         """Resolve the node names, pod labels and candidate lists of the groups (a few
@@ -182,14 +222,15 @@ class Decoder:
         shapes = {g.shape_id for g in groups if g.shape_id not in self.labels}
         self.labels.update(recorded.shape_labels(shapes))
 
-    def known(self, group: recorded.Group, nodes: Any) -> tuple[str, ...]:
-        """The group's candidates that ``nodes`` (an evaluator's node table) holds."""
+    def known(self, group: recorded.Group, nodes: Any) -> tuple[int, int]:
+        """The group's candidates that ``nodes`` (an evaluator's node table) holds: as a mask,
+        and how many."""
         found = self._known.get(group.candidates)
         if found is None or found[0] is not nodes:
-            index = nodes.index
-            found = (nodes, tuple(n for n in self.candidate_names(group) if n in index))
+            mask = mask_of(nodes.index, self.candidate_names(group))
+            found = (nodes, mask, mask.bit_count())
             self._known[group.candidates] = found
-        return found[1]
+        return found[1], found[2]
 
     def candidate_names(self, group: recorded.Group) -> tuple[str, ...]:
         # Node ids are per cluster, so the packed ids name the same nodes wherever they occur.
@@ -216,7 +257,12 @@ class Replayer:
         self.result = Result()
         self.decoder = decoder or Decoder()
         self.gone = gone
-        self._best_memo: dict[tuple[Any, Any, frozenset[str], frozenset[str]], bool] = {}
+        # Per (cluster, namespace, shape): the tables now and under the draft (None: the draft
+        # cannot change it); per table, its verdicts as masks.
+        self._tables: dict[
+            tuple[str, str, int | None], tuple[PolicySetTable, PolicySetTable | None]
+        ] = {}
+        self._masks: dict[PolicySetTable, Verdicts] = {}
 
     def run(
         self, groups: Sequence[recorded.Group], progress: Progress | None = None, every: int = 500
@@ -245,55 +291,70 @@ class Replayer:
                 self._gone(group, self.decoder.candidate_names(group))
             return
         current = cluster.snapshot.evaluator
-        pod = PodFacts(
-            namespace=group.namespace, labels=self.decoder.labels.get(group.shape_id or 0, {})
-        )
-        positions = cluster.draft.active(pod)
-        before = current.table(current.active(pod))
-        changes = bool(cluster.touched.intersection(positions)) or any(
-            p.name in self.draft.replaced for p in (*before.enforce, *before.dry_run)
-        )
-        if not changes and not self.gone:
+        key = (group.cluster, group.namespace, group.shape_id)
+        tables = self._tables.get(key)
+        if tables is None:
+            pod = PodFacts(
+                namespace=group.namespace, labels=self.decoder.labels.get(group.shape_id or 0, {})
+            )
+            positions = cluster.draft.active(pod)
+            before = current.table(current.active(pod))
+            changes = bool(cluster.touched.intersection(positions)) or any(
+                p.name in self.draft.replaced for p in (*before.enforce, *before.dry_run)
+            )
+            after = cluster.draft.table(positions) if changes else None
+            tables = self._tables[key] = (before, after)
+        before, after = tables
+        if after is None and not self.gone:
             return  # neither a replaced nor a draft policy selects this pod: nothing changes
-        names = self.decoder.candidate_names(group)
-        known = self.decoder.known(group, current.nodes)
-        if len(known) < len(names) and self.gone:
+        known, count = self.decoder.known(group, current.nodes)
+        if self.gone and count < len(self.decoder.candidate_names(group)):
             index = current.nodes.index
-            self._gone(group, (n for n in names if n not in index))
-        if not changes:
+            self._gone(group, (n for n in self.decoder.candidate_names(group) if n not in index))
+        if after is None:
             return
-        after = cluster.draft.table(positions)
         result.judged += 1
-        self._compare(group, cluster, known, before, after)
+        index = current.nodes.index
+        self._compare(
+            group,
+            cluster,
+            known,
+            count,
+            (before, self._verdicts(before, index)),
+            (after, self._verdicts(after, index)),
+        )
+
+    def _verdicts(self, table: PolicySetTable, index: Mapping[str, int]) -> Verdicts:
+        # Masks over the current evaluator's node positions, for its tables and the draft's
+        # alike (both judge the same node facts; the masks are built from names).
+        found = self._masks.get(table)
+        if found is None:
+            found = self._masks[table] = verdicts(table, index)
+        return found
 
     def _compare(
         self,
         group: recorded.Group,
         cluster: _Cluster,
-        known: tuple[str, ...],
-        before: PolicySetTable,
-        after: PolicySetTable,
+        known: int,
+        count: int,
+        before: tuple[PolicySetTable, Verdicts],
+        after: tuple[PolicySetTable, Verdicts],
     ) -> None:
         result = self.result
         calls = group.calls
-        ns = (group.cluster, group.namespace)
-        was = before.passing.intersection(known)
-        now = after.passing.intersection(known)
-        lost = was - now
-        gained = now - was
-        rules: Counter[tuple[str, str]] = Counter()
-        if lost:
-            # Counted per set of failing rules (few), in C, then spread over the rules.
-            for keys, count in Counter(map(after.reject_rules.get, lost)).items():
-                for rule in keys or ():
-                    rules[rule] += count
+        was = before[1].passing & known
+        now = after[1].passing & known
+        lost = was & ~now
+        gained = now & ~was
+        rules = [key for key, mask in after[1].rules if lost & mask] if lost else []
         for rule in rules:
             _count(result.by_rule, rule, "calls_losing_nodes", calls)
-        pools = cluster.pools
-        for pool in set(map(pools.get, lost)) if lost else ():
-            _count(result.by_pool, (group.cluster, pool or NO_POOL), "calls_losing_nodes", calls)
-        for pool in set(map(pools.get, gained)) if gained else ():
-            _count(result.by_pool, (group.cluster, pool or NO_POOL), "calls_gaining_nodes", calls)
+        for pool, mask in cluster.pools.items():
+            if lost & mask:
+                _count(result.by_pool, (group.cluster, pool), "calls_losing_nodes", calls)
+            if gained & mask:
+                _count(result.by_pool, (group.cluster, pool), "calls_gaining_nodes", calls)
         kind = ""
         if was and not now:
             kind = "to_zero"
@@ -303,46 +364,45 @@ class Replayer:
         elif now and not was:
             kind = "from_zero"
             result.from_zero.add(calls)
-        elif now and was and self._best_changed(before, was, after, now):
+        elif now and was and not self._best(cluster, before, was) & self._best(cluster, after, now):
             kind = "best_changed"
             result.best_changed.add(calls)
-        elif known and not was and not now:
+        elif count and not was and not now:
             result.zero_both.add(calls)
-        if kind:
-            _count(result.by_namespace, ns, kind, calls)
-            result.worst.append(
-                {
-                    "kind": kind,
-                    "calls": calls,
-                    "cluster": group.cluster,
-                    "namespace": group.namespace,
-                    "labels": self.decoder.labels.get(group.shape_id or 0, {}),
-                    "candidates": len(known),
-                    "passing_before": len(was),
-                    "passing_after": len(now),
-                    "rules": [f"{p}/{r}" for (p, r), _ in rules.most_common(3)],
-                    "decision": group.example_id,
-                }
-            )
-            if len(result.worst) > 4 * WORST:
-                self._trim()
+        if not kind:
+            return
+        _count(result.by_namespace, (group.cluster, group.namespace), kind, calls)
+        result.worst.append(
+            {
+                "kind": kind,
+                "calls": calls,
+                "cluster": group.cluster,
+                "namespace": group.namespace,
+                "labels": self.decoder.labels.get(group.shape_id or 0, {}),
+                "candidates": count,
+                "passing_before": was.bit_count(),
+                "passing_after": now.bit_count(),
+                "rules": [f"{p}/{r}" for p, r in rules[:3]],
+                "decision": group.example_id,
+            }
+        )
+        if len(result.worst) > 4 * WORST:
+            self._trim()
 
-    def _best_changed(
-        self,
-        before: PolicySetTable,
-        was: frozenset[str],
-        after: PolicySetTable,
-        now: frozenset[str],
-    ) -> bool:
-        """No node is among the best both before and after (kube-scheduler's pick moves)."""
-        key = (before, after, was, now)  # the tables hash by identity and are kept alive here
-        found = self._best_memo.get(key)
-        if found is None:
-            found = not _best(before, was) & _best(after, now)
-            if len(self._best_memo) > 100_000:
-                self._best_memo.clear()
-            self._best_memo[key] = found
-        return found
+    def _best(self, cluster: _Cluster, judged: tuple[PolicySetTable, Verdicts], mask: int) -> int:
+        """The nodes of ``mask`` with the best raw score (kube-scheduler picks among them)."""
+        table, masks = judged
+        if masks.tiers is not None:
+            for tier in masks.tiers:
+                if mask & tier:
+                    return mask & tier
+            return mask
+        # Resource weights scale by the largest allocatable among the nodes: work it out.
+        nodes = cluster.snapshot.evaluator.nodes
+        names = names_of(mask, nodes.names)
+        raws = table.scores.raw(names)
+        top = max(raws)
+        return mask_of(nodes.index, (n for n, raw in zip(names, raws, strict=True) if raw == top))
 
     def _trim(self) -> None:
         order = {"to_zero": 0, "best_changed": 1, "from_zero": 2}

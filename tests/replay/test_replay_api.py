@@ -6,7 +6,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from tests.factories import policy_data
+from tests.factories import load_nodes, node_object, policy_data
+from tests.replay.conftest import GPU
 
 pytestmark = pytest.mark.django_db
 
@@ -189,3 +190,23 @@ def test_the_schema_documents_the_route(admin_client) -> None:
     schema = admin_client.get("/api/schema/?format=json").json()
     assert "post" in schema["paths"]["/api/v1/replay/"]
     assert "get" in schema["paths"]["/api/v1/replay/{task_id}/"]
+
+
+def test_resource_weights_are_scaled_among_the_recorded_candidates(
+    admin_client, record, prod
+) -> None:
+    load_nodes(
+        prod,
+        [
+            node_object("gpu-1", {GPU: "A100"}, allocatable={"cpu": "4"}),
+            node_object("gpu-2", {GPU: "A100", "spot": "true"}, allocatable={"cpu": "16"}),
+        ],
+    )
+    record(3, "ml", {}, ["gpu-1", "gpu-2"])
+    record(2, "ml", {"app": "x"}, ["gpu-1"])  # one candidate: it stays the best
+    weights = [{"kind": "resource", "resource": "cpu", "weight": 10}]
+    result = admin_client.post(
+        "/api/v1/replay/", {"policy": {"name": "gpu-only", "weight_rules": weights}}, format="json"
+    ).json()
+    # Now gpu-1 (no spot label) is the best; by cpu, gpu-2 (16 cores against 4).
+    assert result["best_changed"] == {"calls": 3, "shapes": 1}

@@ -269,6 +269,13 @@ def write(figures: dict[str, float], seconds_seed: float) -> None:
     judge = max(0.0, full - query)
     ten = query * (10_000_000 / calls) + judge  # the query grows with the rows; judging with
     # the distinct groups, which a longer log of the same workloads barely adds to.
+    verdict = (
+        f"Full replay: {'met' if full <= 10 else 'missed'} (10 s target, {full:.1f} s measured); "
+        f"editor line: {'met' if figures['line_p50'] <= 0.5 else 'missed'} (500 ms target, "
+        f"p50 {figures['line_p50'] * 1000:.0f} ms). With a load average of {load[0]:.1f} on "
+        f"{os.cpu_count()} CPUs each process had a fraction of a core: the figures are those of "
+        "a busy machine, not of an idle one."
+    )
     text = f"""# Replay
 
 A draft of one policy (`ml-gpu` narrowed from A100/H100 to H100) replayed against the recorded

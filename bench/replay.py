@@ -300,6 +300,8 @@ Machine: {platform.machine()}, {os.cpu_count()} CPUs shared with other work, Pyt
 | editor line, p50 of 20 edits (sample cached) | {figures["line_p50"] * 1000:.0f} ms | <= 500 ms |
 | editor line, slowest of 20 edits | {figures["line_max"] * 1000:.0f} ms | - |
 
+{verdict}
+
 The full replay found {int(figures["to_zero"]):,} calls that would get 0 nodes and
 {int(figures["best_changed"]):,} whose best node changes; the editor's line, on its sample of
 the newest {int(figures["line_sampled"]):,} calls, {int(figures["line_to_zero"]):,}.

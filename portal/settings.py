@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "extender",
     "console",
     "scheduler",
+    "replay",
 ]
 
 MIDDLEWARE = [
@@ -175,6 +176,23 @@ else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 # Channel on which writers announce a new snapshot revision (only used with REDIS_URL).
 PORTAL_CHANGES_CHANNEL = os.environ.get("PORTAL_CHANGES_CHANNEL", "portal:changes")
+
+# --- Replay (docs/replay.md) ------------------------------------------------------------------
+# The default window, the bound a full replay refuses past (distinct pod shapes and candidate
+# sets), the editor's sample (the newest calls of the window) and how long it is kept decoded,
+# how long a queued replay's result is kept, and the node labels that name a node pool.
+REPLAY_DEFAULT_DAYS = env_int("REPLAY_DEFAULT_DAYS", 7)
+REPLAY_MAX_SHAPES = env_int("REPLAY_MAX_SHAPES", 200_000)
+REPLAY_SAMPLE_CALLS = env_int("REPLAY_SAMPLE_CALLS", 10_000)
+REPLAY_SAMPLE_TTL = env_int("REPLAY_SAMPLE_TTL", 60)
+REPLAY_RESULT_TTL = env_int("REPLAY_RESULT_TTL", 3600)
+REPLAY_POOL_LABELS = [
+    "karpenter.sh/nodepool",
+    "cloud.google.com/gke-nodepool",
+    "eks.amazonaws.com/nodegroup",
+    "kubernetes.azure.com/agentpool",
+    "node.kubernetes.io/instance-type",
+]
 
 # --- Celery ---------------------------------------------------------------------------------
 CELERY_BROKER_DIR = VAR_DIR / "celery"

@@ -9,6 +9,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from core.api.permissions import ApiDocsAccess
 from portal.api.views import api_not_found
+from replay.api import ReplayTaskView, ReplayView
+from replay.views import report_view
 
 # Swagger UI (the split view: its start-up script is a separate, same-origin file) carries one
 # fixed <style> block; the CSP allows exactly that block, by hash, on this page only.
@@ -22,7 +24,11 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
     # The admin site (portal.sites.PortalAdminSite): the console's dashboard is its index and
     # its pages (console/urls.py) are among its URLs.
+    # The replay report (docs/replay.md): an admin page behind the admin's login.
+    path("admin/replay/", admin.site.admin_view(report_view), name="replay-report"),
     path("admin/", admin.site.urls),
+    path("api/v1/replay/", ReplayView.as_view(), name="replay"),
+    path("api/v1/replay/<str:task_id>/", ReplayTaskView.as_view(), name="replay-task"),
     path("api/v1/", include("portal.api.urls")),
     path(
         "api/schema/",

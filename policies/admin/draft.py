@@ -10,6 +10,7 @@ the preview. See docs/operations.md, "Editing policies safely".
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, cast
 
 from django.forms import BaseFormSet
@@ -29,6 +30,17 @@ CONFIRM_FIELD = "confirm_warnings"
 PREVIEW_BUTTON = "_preview"
 MAX_HINT_KEYS = 300
 MAX_HINT_VALUES = 40
+
+# More lines for the preview from apps above this one (the replay of recorded calls registers
+# one when it loads): each takes the draft's content and returns None or
+# {"text": str, "hold": str} — a non-empty "hold" holds the save until "Save anyway", saying it.
+PreviewLine = Callable[[dict[str, Any]], dict[str, str] | None]
+PREVIEW_LINES: list[PreviewLine] = []
+
+
+def register_preview_line(provider: PreviewLine) -> None:
+    if provider not in PREVIEW_LINES:
+        PREVIEW_LINES.append(provider)
 
 
 def draft_content(draft: dict | None, formsets: list[BaseFormSet]) -> dict[str, Any] | None:
@@ -65,6 +77,8 @@ def hold_message(report: dict[str, Any]) -> str:
         parts.append(f"makes {violations} running pod{'s' if violations != 1 else ''} break a rule")
     if held:
         parts.append(f"leaves {held} Pending pod{'s' if held != 1 else ''} no node")
+    # Lines of other subsystems (the replay of recorded calls) that hold the save.
+    parts.extend(line["hold"] for line in report.get("lines") or [] if line.get("hold"))
     if not parts:
         return ""
     return (
@@ -80,7 +94,10 @@ def draft_report(content: dict[str, Any], saved: Policy | None) -> dict[str, Any
     except ContentError as exc:
         # E.g. a cluster the snapshot does not know yet: say so instead of failing the page.
         return {"clusters": [], "warnings": [], "problem": str(exc)}
-    report["pods_affected"] = any(pod_consequences(report))
+    report["lines"] = [line for provider in PREVIEW_LINES if (line := provider(content))]
+    report["pods_affected"] = any(pod_consequences(report)) or any(
+        line.get("hold") for line in report["lines"]
+    )
     if saved is not None and saved.pk:
         # Read again: the form has already copied the edited fields onto ``saved``.
         stored = Policy.objects.filter(pk=saved.pk).first()

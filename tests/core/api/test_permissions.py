@@ -114,6 +114,8 @@ ROUTES = [
     Route("GET", "/api/v1/export/", 200),
     Route("GET", "/api/v1/expectation-outcomes/", 200),
     Route("GET", "/api/v1/decisions/", 200),
+    Route("POST", "/api/v1/replay/", 200, SIMULATE, {"policy": policy_data(name="draft")}),
+    Route("GET", "/api/v1/replay/unknown-task/", 404),
     Route("GET", "decision-detail", 200),
     Route("GET", "/api/v1/audit/", 200),
     Route("GET", "/api/v1/audit/?object_type=policy", 200),
@@ -188,6 +190,7 @@ def test_every_api_route_is_in_the_matrix():
             )
         if route.url == "decision-detail":
             path = "/api/v1/decisions/{id}/"
+        path = path.replace("/replay/unknown-task/", "/replay/{task_id}/")
         if route.url.startswith("managed:"):
             path = "/api/v1/managed-resources/{id}/" + route.url.removeprefix("managed:")
         path = path.replace(

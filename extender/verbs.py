@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from msgspec import Raw
 
+from decisions.records import CallRecord
 from engine.evaluate import (
     ALLOW,
     ClusterEvaluator,
@@ -37,7 +38,6 @@ from engine.podspec import pod_requests as podspec_requests
 from engine.quantities import QuantityError, to_base_units
 from engine.snapshot import ClusterSnapshot, Snapshot
 from extender import managed, wire
-from extender.records import CallRecord
 
 # How many top scores one decision-log entry keeps (rejected nodes: all of them).
 MAX_RECORDED_SCORES = 10

@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-import extender.models
+import decisions.models
 
 
 def empty_the_log(apps, schema_editor):
@@ -14,7 +14,7 @@ def empty_the_log(apps, schema_editor):
 
 
 # On PostgreSQL the table becomes partitioned by day of created_at (its partitions are created by
-# extender.decisionlog.partitions); its primary key is (id, created_at), as a partitioned table's
+# decisions.partitions); its primary key is (id, created_at), as a partitioned table's
 # must include the partition key. Elsewhere it stays a plain table.
 PARTITIONED = [
     "CREATE TABLE extender_decision_new (LIKE extender_decision INCLUDING DEFAULTS) "
@@ -138,17 +138,17 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='decision',
             name='candidates',
-            field=extender.models.IdArrayField(blank=True, default=list),
+            field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddField(
             model_name='decision',
             name='dry_nodes',
-            field=extender.models.IdArrayField(blank=True, default=list),
+            field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddField(
             model_name='decision',
             name='dry_reasons',
-            field=extender.models.IdArrayField(blank=True, default=list),
+            field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddField(
             model_name='decision',
@@ -158,17 +158,17 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='decision',
             name='rejected_nodes',
-            field=extender.models.IdArrayField(blank=True, default=list),
+            field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddField(
             model_name='decision',
             name='rejected_reasons',
-            field=extender.models.IdArrayField(blank=True, default=list),
+            field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddField(
             model_name='decision',
             name='top_nodes',
-            field=extender.models.IdArrayField(blank=True, default=list),
+            field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AlterField(
             model_name='decision',
@@ -182,7 +182,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='decision',
             name='top_scores',
-            field=extender.models.IdArrayField(blank=True, default=list),
+            field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddIndex(
             model_name='decisionnode',

@@ -1,8 +1,8 @@
 """Decision-log upkeep: create the next days' partitions and apply retention by dropping whole
-days (``extender.decisionlog.partitions``; on SQLite a DELETE of those days), with their hourly
+days (``decisions.partitions``; on SQLite a DELETE of those days), with their hourly
 rollups.
 
-The hourly task ``extender.purge_decisions`` (``extender/tasks.py``, on
+The hourly task ``extender.purge_decisions`` (``decisions/tasks.py``, on
 ``CELERY_BEAT_SCHEDULE``) calls ``purge_expired``.
 """
 
@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from extender.decisionlog import partitions, rollups
+from decisions import partitions, rollups
 
 logger = logging.getLogger(__name__)
 

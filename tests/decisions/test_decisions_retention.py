@@ -9,11 +9,11 @@ from django.contrib.auth.models import Group, User
 from django.core.cache import cache
 from django.utils import timezone
 
-from extender.decisionlog import store
-from extender.models import Decision
-from extender.records import CallRecord
-from extender.retention import PURGE_LOCK_KEY, decisions_purge
-from extender.tasks import purge_decisions
+from decisions import store
+from decisions.models import Decision
+from decisions.records import CallRecord
+from decisions.retention import PURGE_LOCK_KEY, decisions_purge
+from decisions.tasks import purge_decisions
 from portal.celery import app
 
 
@@ -147,7 +147,7 @@ def test_a_partition_without_statistics_is_analysed_by_the_maintenance_task():
     statistics from the hourly task, once; the log's reads plan from them."""
     from django.db import connection
 
-    from extender.decisionlog import partitions
+    from decisions import partitions
 
     if connection.vendor != "postgresql":
         pytest.skip("partitions and planner statistics are PostgreSQL's: set DATABASE_URL")

@@ -1,4 +1,4 @@
-"""``manage.py decision_writer``: the decision log's writer process (extender.decision_writer).
+"""``manage.py decision_writer``: the decision log's writer process (decisions.writer).
 
 ``serve_extender`` starts it as a child (``DECISION_LOG_WRITER=child``, the default); run it
 yourself for ``DECISION_LOG_WRITER=socket`` (a sidecar sharing the socket's directory).
@@ -13,8 +13,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from extender import decisions
-from extender.decision_writer import CountsStore, Store, run_process
+from decisions import log as decision_log
+from decisions.writer import CountsStore, Store, run_process
 
 
 class Command(BaseCommand):
@@ -38,8 +38,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         logging.basicConfig(level=logging.INFO)
-        store: Store = decisions.store_batch
-        counts_store: CountsStore | None = decisions.write_counts
+        store: Store = decision_log.store_batch
+        counts_store: CountsStore | None = decision_log.write_counts
         if options["store"]:
             try:
                 module = importlib.import_module(options["store"])

@@ -1,5 +1,5 @@
 """A slow stand-in for the decision log's store, for the writer process's tests
-(``manage.py decision_writer --store tests.extender.fake_decision_store``).
+(``manage.py decision_writer --store tests.decisions.fake_decision_store``).
 
 Each stored record is one JSON line in ``$FAKE_STORE_FILE`` (cluster, pod name, number of
 rejected nodes, candidates, labels, requests); each batch takes ``$FAKE_STORE_SECONDS``; the
@@ -13,7 +13,7 @@ import time
 
 import orjson
 
-from extender.records import CallRecord
+from decisions.records import CallRecord
 
 
 def write_batch(batch: list[tuple[float, CallRecord]]) -> int:

@@ -3,10 +3,10 @@
 Design: docs/architecture.md ("The decision log's write path"), docs/operations.md ("Decision
 log: shedding").
 
-:class:`Writer` holds a bounded queue with the same :class:`~extender.decision_channel.ShedPolicy`
+:class:`Writer` holds a bounded queue with the same :class:`~decisions.channel.ShedPolicy`
 as the extender side, and one thread that takes up to :data:`BATCH_ROWS` records at a time,
 cleans their text (NUL characters, which PostgreSQL refuses) and hands them to the store
-function (``extender.decisions.store_batch``) on a connection it keeps open. A batch the
+function (``decisions.log.store_batch``) on a connection it keeps open. A batch the
 database refuses is stored again record by record, so a bad record loses only itself; a
 batch that fails because the database is unreachable is retried, while the queue (and then
 the extender's own) sheds clean passes first. Kept and shed records are counted per hour and
@@ -14,8 +14,8 @@ cluster and persisted (``DecisionShed``).
 
 It runs in its own process (:func:`serve`, ``manage.py decision_writer``, started by
 ``serve_extender`` as a child: :class:`ChildWriter`), fed by the extender processes over a
-Unix socket (``extender.decision_channel``); processes that serve the verbs without such a
-child (the web port's compatibility route, tests) run it as a thread (``extender.decisions``).
+Unix socket (``decisions.channel``); processes that serve the verbs without such a
+child (the web port's compatibility route, tests) run it as a thread (``decisions.log``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 
 import msgspec
 
-from extender.decision_channel import (
+from decisions.channel import (
     Ack,
     CallIn,
     CandidateLists,
@@ -51,7 +51,7 @@ from extender.decision_channel import (
     hour_of,
     is_rejecting,
 )
-from extender.records import CallRecord
+from decisions.records import CallRecord
 
 logger = logging.getLogger(__name__)
 

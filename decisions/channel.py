@@ -5,7 +5,7 @@ log: shedding").
 
 Each extender process holds a :class:`Client`: a bounded in-memory queue of encoded records and
 one sender thread that streams them over a Unix socket (``DECISION_LOG_SOCKET``) to the writer
-process (``extender.decision_writer``). Framing is a 4-byte big-endian length followed by one
+process (``decisions.writer``). Framing is a 4-byte big-endian length followed by one
 msgpack message (:data:`Frame`). :meth:`Client.submit` runs after the response is sent and never
 blocks: it applies the :class:`ShedPolicy` to its own queue, encodes (msgspec, in C) and appends.
 When the writer is slow the socket's buffer fills, the sender thread waits on it (not the
@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
-from extender.records import CallRecord
+from decisions.records import CallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -471,7 +471,7 @@ class Client:
         self.connection_sent = self.connection_answered = 0
         self.connection_sent_by, self.connection_answered_by = {}, {}
         if lost > 0:
-            from extender import metrics
+            from decisions import metrics
 
             metrics.DECISION_LOG_DROPPED.labels("writer_lost").inc(lost)
             self.lost_with_writer += lost
@@ -485,7 +485,7 @@ class Client:
             return
         from django.db import connection, transaction
 
-        from extender.models import DecisionShed
+        from decisions.models import DecisionShed
 
         hour = hour_of(time.time())
         rows = [(hour, cluster, 0, 0, 0, n) for cluster, n in by_cluster.items()]

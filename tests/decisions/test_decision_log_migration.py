@@ -9,8 +9,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from extender.decisionlog import partitions, queries
-from extender.models import Decision
+from decisions import partitions, queries
+from decisions.models import Decision
 
 BEFORE = [("extender", "0003_decision_log_compact")]
 UID = "8f1c2d3e-4b5a-4c6d-9e8f-0a1b2c3d4e5f"

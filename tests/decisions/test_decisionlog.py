@@ -14,10 +14,10 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extender.decisionlog import codec, partitions, queries, rollups, store
-from extender.models import Decision, DecisionNode, DecisionRollup
-from extender.records import CallRecord
-from extender.retention import decisions_purge
+from decisions import codec, partitions, queries, rollups, store
+from decisions.models import Decision, DecisionNode, DecisionRollup
+from decisions.records import CallRecord
+from decisions.retention import decisions_purge
 from tests.factories import load_nodes, make_cluster, make_policy, node_object
 
 pytestmark = pytest.mark.django_db

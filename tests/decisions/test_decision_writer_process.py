@@ -1,6 +1,6 @@
 """The decision log's writer process: fed over its Unix socket by the extender side's client,
 it keeps every rejecting decision under overload and counts what it sheds, and the channel
-survives the writer's restart. The store is a slow fake (tests/extender/fake_decision_store.py):
+survives the writer's restart. The store is a slow fake (tests/decisions/fake_decision_store.py):
 these tests are about the channel and the process, not the database."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import orjson
 import pytest
 from django.conf import settings
 
-from extender.decision_channel import Ack, Client
+from decisions.channel import Ack, Client
 from tests.extender.observability_fakes import call_record
 
 
@@ -45,7 +45,7 @@ class Harness:
         )
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         command = [sys.executable, manage, "decision_writer", "--socket", self.socket]
-        command += ["--store", "tests.extender.fake_decision_store"]
+        command += ["--store", "tests.decisions.fake_decision_store"]
         self.process = subprocess.Popen(command, env=env)
         deadline = time.monotonic() + 30
         while not os.path.exists(self.socket):
@@ -199,10 +199,10 @@ def test_records_carry_labels_requests_and_candidates_through_the_channel(
 def test_serve_extenders_child_writer_is_started_again_when_it_dies_and_stopped_with_it(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from extender.decision_writer import ChildWriter
+    from decisions.writer import ChildWriter
 
     monkeypatch.setenv("FAKE_STORE_FILE", str(harness.store_file))
-    child = ChildWriter(harness.socket, ["--store", "tests.extender.fake_decision_store"])
+    child = ChildWriter(harness.socket, ["--store", "tests.decisions.fake_decision_store"])
     child.start()
     try:
         harness.wait_for(lambda: os.path.exists(harness.socket))
@@ -257,7 +257,7 @@ def test_a_second_writer_refuses_to_start_while_one_serves_the_socket(harness: H
             "--socket",
             harness.socket,
             "--store",
-            "tests.extender.fake_decision_store",
+            "tests.decisions.fake_decision_store",
         ],
         env=dict(os.environ, FAKE_STORE_FILE=str(harness.store_file)),
         capture_output=True,
@@ -311,7 +311,7 @@ def test_records_lost_with_the_writer_reach_the_dashboard() -> None:
     from django.contrib.auth.models import User
     from django.test import Client as WebClient
 
-    from extender.models import shed_totals
+    from decisions.models import shed_totals
 
     client = Client("/nonexistent.sock", 100, 5, on_shed=lambda *a: None, on_ack=lambda a: None)
     client.connection_sent, client.connection_sent_by = 12, {"c-lost": 12}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from tests.extender.test_decisions_retention import decision
+from tests.decisions.test_decisions_retention import decision
 from tests.support.ui_helpers import change_url
 
 pytestmark = pytest.mark.django_db

@@ -17,8 +17,8 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from extender.decisionlog import queries
-from extender.models import Decision, Outcome
+from decisions import queries
+from decisions.models import Decision, Outcome
 from inventory.models import Cluster
 
 # Candidate names passed to the explain page in its link (a longer list would not fit a URL).

@@ -2,7 +2,7 @@
 
 Node names, reasons, pod shapes (labels and requests) and policy-version sets are interned in
 small dimension tables; a decision keeps their ids. On PostgreSQL ``extender_decision`` is
-partitioned by day (``extender.decisionlog.partitions``); retention drops whole days. The layout
+partitioned by day (``decisions.partitions``); retention drops whole days. The layout
 and its encodings are described in docs/architecture.md ("The decision log").
 """
 
@@ -131,7 +131,7 @@ class Outcome(models.IntegerChoices):
 class Decision(models.Model):
     """One extender call.
 
-    Node sets are lists of ``DecisionNode`` ids, packed (``extender.decisionlog.codec``): the
+    Node sets are lists of ``DecisionNode`` ids, packed (``decisions.codec``): the
     rejected nodes grouped by reason with ``rejected_reasons`` holding (reason id, run length)
     pairs, the same for the dry-run rejections, the best scores with ``top_scores`` parallel to
     ``top_nodes``, and the candidate nodes as [start, end) ranges of ids.

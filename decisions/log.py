@@ -5,11 +5,11 @@ depends on ``DECISION_LOG_WRITER`` (docs/architecture.md, "The decision log's wr
 
 - ``child`` (default): ``serve_extender`` starts the writer as a child process and calls
   :func:`use_writer_process`; this process then only encodes records and streams them over the
-  Unix socket (``extender.decision_channel.Client``). A process that serves the verbs without
+  Unix socket (``decisions.channel.Client``). A process that serves the verbs without
   such a child (the web port's compatibility route, tests) writes in a thread, as ``thread``.
 - ``socket``: send to a writer some other process runs at ``DECISION_LOG_SOCKET``
   (``manage.py decision_writer``, e.g. a sidecar sharing the socket's directory).
-- ``thread``: a writer thread in this process (``extender.decision_writer.Writer``).
+- ``thread``: a writer thread in this process (``decisions.writer.Writer``).
 
 Either way the queue is bounded (``DECISION_LOG_QUEUE_SIZE``), clean passes are sampled then
 shed first, every record not kept is counted per cluster (metrics, and per hour in
@@ -28,14 +28,15 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
-from extender import metrics
-from extender.decision_channel import Ack, Client
-from extender.decision_writer import Writer
+from decisions import metrics
+from decisions.channel import Ack, Client
+from decisions.writer import ChildWriter, Writer
 
 if TYPE_CHECKING:
-    from extender.models import Decision
-    from extender.records import CallRecord
+    from decisions.models import Decision
+    from decisions.records import CallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -201,6 +202,32 @@ def use_writer_process(path: str) -> None:
     _writer_socket = path
 
 
+# What start_writer_process returns (stop() it when the process ends).
+WriterProcess = ChildWriter
+
+
+def start_writer_process() -> WriterProcess | None:
+    """The writer as a child process of this one (``DECISION_LOG_WRITER=child``), this
+    process's records sent to it; None when the log is off or written otherwise. Raises
+    ``ImproperlyConfigured`` when the settings cannot work."""
+    if not settings.DECISION_LOG_ENABLED:
+        return None
+    mode = settings.DECISION_LOG_WRITER
+    if mode not in ("child", "socket", "thread"):
+        raise ImproperlyConfigured(
+            f"DECISION_LOG_WRITER must be child, socket or thread, not {mode!r}"
+        )
+    if mode != "child":
+        return None
+    path = str(settings.DECISION_LOG_SOCKET)
+    if len(path.encode()) > 100:
+        raise ImproperlyConfigured(f"DECISION_LOG_SOCKET is too long for a Unix socket: {path}")
+    writer = ChildWriter(path)
+    writer.start()
+    use_writer_process(path)
+    return writer
+
+
 def flush(timeout: float = 5.0) -> bool:
     """Wait until every record submitted so far is stored (thread) or handed to the writer
     process (socket); False on timeout."""
@@ -223,8 +250,8 @@ def publish_queue_depth() -> None:
 
 
 def write_batch(batch: list[tuple[float, CallRecord]]) -> int:
-    """Store one batch in the decision log (``extender.decisionlog.store``); raises on failure."""
-    from extender.decisionlog import store
+    """Store one batch in the decision log (``decisions.store``); raises on failure."""
+    from decisions import store
 
     return store.write_batch(batch)
 
@@ -233,7 +260,7 @@ def write_counts(rows: list[tuple[int, str, int, int, int, int]]) -> None:
     """Add (hour, cluster, kept, shed_clean, shed_rejecting, failed) to ``DecisionShed``."""
     from django.db import transaction
 
-    from extender.models import DecisionShed
+    from decisions.models import DecisionShed
 
     with transaction.atomic():
         DecisionShed.objects.add_counts(rows)
@@ -258,8 +285,8 @@ def _detailed(call: CallRecord) -> list[tuple[str, str]]:
 
 def decision_from_call(at: float, call: CallRecord) -> Decision:
     """The row for one call (unsaved; its nodes and reasons interned as the store does)."""
-    from extender.decisionlog import store
-    from extender.models import Decision
+    from decisions import store
+    from decisions.models import Decision
 
     return Decision(**dict(zip(store.COLUMNS, store.build_rows([(at, call)])[0], strict=True)))
 

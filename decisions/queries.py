@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Q, QuerySet
 
-from extender.decisionlog import codec, partitions
+from decisions import codec, partitions
 
 COUNT_CAP = 1000
 # The expression extender_decision's GIN index is built on (migration 0004).
@@ -36,7 +36,7 @@ class Decoded:
 
 
 def _names(ids: Iterable[int]) -> dict[int, str]:
-    from extender.models import DecisionNode
+    from decisions.models import DecisionNode
 
     wanted = sorted(set(ids))
     out: dict[int, str] = {}
@@ -48,7 +48,7 @@ def _names(ids: Iterable[int]) -> dict[int, str]:
 
 def decode_many(decisions: Sequence[Any]) -> dict[int, Decoded]:
     """Decoded views of ``decisions`` in four queries whatever their number."""
-    from extender.models import DecisionPolicySet, DecisionReason, DecisionShape
+    from decisions.models import DecisionPolicySet, DecisionReason, DecisionShape
 
     node_ids: set[int] = set()
     reason_ids: set[int] = set()
@@ -221,7 +221,7 @@ def why_not(decision: Any, node: str) -> WhyNot:
 
 
 def node_ids_named(name: str, cluster: str | None = None) -> list[int]:
-    from extender.models import DecisionNode
+    from decisions.models import DecisionNode
 
     nodes = DecisionNode.objects.filter(name=name)
     if cluster:
@@ -233,7 +233,7 @@ def mentioning(queryset: QuerySet[Any, Any], ids: Sequence[int]) -> QuerySet[Any
     """Decisions that rejected, would (dry-run) reject or scored any of the nodes ``ids``: on
     PostgreSQL through the GIN index over the three packed node sets (``decision_node_ids``, the
     expression the index is built on, word for word); elsewhere through the same function
-    registered with SQLite (``extender.apps``), row by row."""
+    registered with SQLite (``decisions.apps``), row by row."""
     if not ids:
         return queryset.none()
     ids = [int(i) for i in ids]

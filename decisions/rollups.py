@@ -14,9 +14,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import Sum
 
-from extender.decisionlog import codec
+from decisions import codec
 
-# An ``extender.records.CallRecord``: not imported, so the console, which reads the rollups, stays
+# An ``decisions.records.CallRecord``: not imported, so the console, which reads the rollups, stays
 # clear of the extender's request path (the import contracts).
 CallRecord = Any
 CALL, NO_NODES, REJECT, DRY_RUN, STRAND = "call", "no-nodes", "reject", "dry-run", "strand"
@@ -145,7 +145,7 @@ def _since(hours: int, now: datetime) -> datetime:
 def traffic(now: datetime, hours: int = 24) -> dict[str, Any]:
     """The dashboard's traffic: calls last hour and over ``hours``, filter calls, filter calls
     that left 0 nodes, calls and 0-node calls per hour, the rules that rejected most nodes."""
-    from extender.models import DecisionRollup
+    from decisions.models import DecisionRollup
 
     start = _since(hours, now)
     this_hour = _since(1, now)
@@ -202,7 +202,7 @@ def traffic(now: datetime, hours: int = 24) -> dict[str, Any]:
 def dry_run(policy: str, now: datetime, hours: int = 24) -> dict[str, Any]:
     """What ``policy`` would have rejected, per rule, in the last hour and ``hours``; filter
     calls it would have left with 0 nodes; sample pods."""
-    from extender.models import DecisionRollup
+    from decisions.models import DecisionRollup
 
     start, this_hour = _since(hours, now), _since(1, now)
     rows = DecisionRollup.objects.filter(
@@ -247,7 +247,7 @@ def dry_run(policy: str, now: datetime, hours: int = 24) -> dict[str, Any]:
 
 
 def purge_before(cutoff: datetime) -> int:
-    from extender.models import DecisionRollup
+    from decisions.models import DecisionRollup
 
     deleted, _ = DecisionRollup.objects.filter(hour__lt=cutoff).delete()
     return deleted

@@ -30,7 +30,7 @@ def _chunks(items: list[Any]) -> Iterable[list[Any]]:
 
 def reason_ids(texts: Iterable[str]) -> dict[str, int]:
     """Reason text -> id, creating the missing ones."""
-    from extender.models import DecisionReason
+    from decisions.models import DecisionReason
 
     memo = _memo("reason")
     missing = list(dict.fromkeys(t for t in texts if t not in memo))
@@ -46,7 +46,7 @@ def reason_ids(texts: Iterable[str]) -> dict[str, int]:
 def node_ids(cluster: str, names: Iterable[str]) -> dict[str, int]:
     """Node name -> id in ``cluster``, creating the missing ones in the order given (so ids follow
     the order kube-scheduler sends nodes in, which keeps candidate ranges short)."""
-    from extender.models import DecisionNode
+    from decisions.models import DecisionNode
 
     memo = _memo(f"node:{cluster}")
     missing = list(dict.fromkeys(n for n in names if n not in memo))
@@ -73,7 +73,7 @@ def _digest(value: Any) -> str:
 
 def shape_id(labels: Mapping[str, str], requests: Mapping[str, str]) -> int | None:
     """The id of a pod's labels and requests; None when the call recorded neither."""
-    from extender.models import DecisionShape
+    from decisions.models import DecisionShape
 
     if not labels and not requests:
         return None
@@ -90,7 +90,7 @@ def shape_id(labels: Mapping[str, str], requests: Mapping[str, str]) -> int | No
 
 
 def policy_set_id(versions: Mapping[str, int]) -> int | None:
-    from extender.models import DecisionPolicySet
+    from decisions.models import DecisionPolicySet
 
     if not versions:
         return None

@@ -1,5 +1,5 @@
 """Decision-log upkeep as an hourly task (on ``CELERY_BEAT_SCHEDULE``): partitions ahead and
-retention; the work is in ``extender/retention.py``."""
+retention; the work is in ``decisions/retention.py``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from celery import shared_task
 
-from extender import retention
+from decisions import retention
 
 
 @shared_task(name="extender.purge_decisions", ignore_result=True)  # type: ignore[untyped-decorator]

@@ -13,8 +13,8 @@ from rest_framework import serializers
 
 from core.api.base import PortalPagination, ReadOnlyPortalViewSet
 from core.api.filters import UTCDateTimeFilter
-from extender.decisionlog import queries
-from extender.models import Decision
+from decisions import queries
+from decisions.models import Decision
 
 DECODED = ("rejected", "dry_run_rejected", "top_scores", "policy_versions")
 RECORDED = ("pod_labels", "pod_requests", "candidates")

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connection, transaction
 
-from extender.decisionlog import codec, dimensions, partitions, rollups
+from decisions import codec, dimensions, partitions, rollups
 
 if TYPE_CHECKING:
-    from extender.records import CallRecord
+    from decisions.records import CallRecord
 
 REASON_CHARS = 1000
 NAME_CHARS = 253
@@ -184,7 +184,7 @@ def _copy(rows: list[tuple[Any, ...]]) -> None:
 
 
 def _bulk_insert(rows: list[tuple[Any, ...]]) -> None:
-    from extender.models import Decision
+    from decisions.models import Decision
 
     objects = []
     for row in rows:

@@ -8,31 +8,32 @@ from collections.abc import Iterator
 
 import pytest
 
-from extender import decision_writer, decisions, metrics
-from extender.decision_channel import ShedPolicy
-from extender.decisionlog import queries, store
-from extender.models import Decision, DecisionShed, shed_totals
+from decisions import log, queries, store
+from decisions import metrics as decision_metrics
+from decisions import writer as decision_writer
+from decisions.channel import ShedPolicy
+from decisions.models import Decision, DecisionShed, shed_totals
+from decisions.records import CallRecord
 from extender.observe import record_call
-from extender.records import CallRecord
 from tests.extender.observability_fakes import call_record
 
 
 def dropped(reason: str) -> float:
-    return metrics.DECISION_LOG_DROPPED.labels(reason)._value.get()
+    return decision_metrics.DECISION_LOG_DROPPED.labels(reason)._value.get()
 
 
 def written() -> float:
-    return metrics.DECISION_LOG_WRITTEN._value.get()
+    return decision_metrics.DECISION_LOG_WRITTEN._value.get()
 
 
 @pytest.fixture
 def decision_log(settings) -> Iterator[None]:
     settings.DECISION_LOG_ENABLED = True
     settings.DECISION_LOG_QUEUE_SIZE = 5000
-    decisions.reset()
+    log.reset()
     yield
-    decisions.flush(10)
-    decisions.reset()
+    log.flush(10)
+    log.reset()
 
 
 @pytest.mark.django_db
@@ -45,7 +46,7 @@ def test_a_call_becomes_one_row_with_every_rejected_node_and_capped_scores() -> 
         top_scores=[(f"node-{i}", 10 - i % 10) for i in range(15)],
         duration_seconds=0.0012345,
     )
-    assert decisions.write_batch([(time.time(), call)]) == 1
+    assert log.write_batch([(time.time(), call)]) == 1
 
     row = Decision.objects.get()
     assert (row.cluster, row.verb, row.mode) == ("c1", "filter", "names")
@@ -55,7 +56,7 @@ def test_a_call_becomes_one_row_with_every_rejected_node_and_capped_scores() -> 
     decoded = queries.decode(row)
     assert decoded.rejected == [(f"node-{i}", f"reason {i}") for i in range(80)]
     assert row.rejected_count == 80
-    assert len(decoded.top_scores) == decisions.TOP_SCORES_CAP
+    assert len(decoded.top_scores) == log.TOP_SCORES_CAP
     assert decoded.dry_run_rejected == [("node-a", "spread: ..."), ("node-b", "spread: ...")]
     assert row.duration_ms == pytest.approx(1.2345)
     assert decoded.policy_versions == {"gpu-only": 3}
@@ -65,7 +66,7 @@ def test_a_call_becomes_one_row_with_every_rejected_node_and_capped_scores() -> 
 @pytest.mark.django_db
 def test_a_uid_that_is_not_a_uuid_is_not_recorded_and_loses_nothing_else() -> None:
     call = call_record(pod_uid="not-a-uuid", pod_name="odd-uid")
-    assert decisions.write_batch([(time.time(), call)]) == 1
+    assert log.write_batch([(time.time(), call)]) == 1
     row = Decision.objects.get()
     assert (row.pod_uid, row.pod_name) == (None, "odd-uid")
 
@@ -73,7 +74,7 @@ def test_a_uid_that_is_not_a_uuid_is_not_recorded_and_loses_nothing_else() -> No
 @pytest.mark.django_db
 def test_prioritize_rejects_nothing() -> None:
     call = call_record(verb="prioritize", nodes_in=5, nodes_out=5, rejected=[])
-    decisions.write_batch([(time.time(), call)])
+    log.write_batch([(time.time(), call)])
     assert Decision.objects.get().rejected_count == 0
 
 
@@ -81,7 +82,7 @@ def test_prioritize_rejects_nothing() -> None:
 @pytest.mark.usefixtures("decision_log")
 def test_record_call_reaches_the_log_through_the_writer_thread() -> None:
     record_call(call_record(pod_name="via-record-call"))
-    assert decisions.flush(10)
+    assert log.flush(10)
     assert Decision.objects.filter(pod_name="via-record-call").count() == 1
 
 
@@ -98,8 +99,8 @@ def test_calls_are_written_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(store, "write_batch", spy)
     before = written()
     for i in range(1200):
-        decisions.submit(call_record(pod_name=f"pod-{i}"))
-    assert decisions.flush(30)
+        log.submit(call_record(pod_name=f"pod-{i}"))
+    assert log.flush(30)
 
     assert Decision.objects.count() == 1200
     assert written() - before == 1200
@@ -108,11 +109,11 @@ def test_calls_are_written_in_batches(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def shed(cluster: str, kind: str) -> float:
-    return metrics.DECISION_LOG_SHED.labels(cluster, kind)._value.get()
+    return decision_metrics.DECISION_LOG_SHED.labels(cluster, kind)._value.get()
 
 
 def kept(cluster: str) -> float:
-    return metrics.DECISION_LOG_KEPT.labels(cluster)._value.get()
+    return decision_metrics.DECISION_LOG_KEPT.labels(cluster)._value.get()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -122,29 +123,29 @@ def test_an_overloaded_writer_keeps_every_rejecting_decision_and_counts_what_it_
 ) -> None:
     settings.DECISION_LOG_QUEUE_SIZE = 40  # high water 20, clean passes refused from 32
     settings.DECISION_LOG_SAMPLE_EVERY = 4
-    decisions.reset()
+    log.reset()
     entered, release = threading.Event(), threading.Event()
-    real_store = decisions.write_batch
+    real_store = log.write_batch
 
     def held_store(batch):
         entered.set()
         release.wait(10)
         return real_store(batch)
 
-    monkeypatch.setattr(decisions, "write_batch", held_store)
-    decisions.submit(call_record(cluster="c-other", pod_name="first"))
+    monkeypatch.setattr(log, "write_batch", held_store)
+    log.submit(call_record(cluster="c-other", pod_name="first"))
     assert entered.wait(10)  # the writer holds "first" and is stuck in the database
     before = {kind: shed("c-over", kind) for kind in ("clean", "rejecting")}
     kept_before = kept("c-over")
 
     for i in range(60):
-        decisions.submit(
+        log.submit(
             call_record(
                 cluster="c-over", pod_name=f"clean-{i}", nodes_in=3, nodes_out=3, rejected=[]
             )
         )
         if i % 4 == 3:  # rejected a node; every eighth left none
-            decisions.submit(
+            log.submit(
                 call_record(
                     cluster="c-over",
                     pod_name=f"rejecting-{i // 4}",
@@ -152,10 +153,10 @@ def test_an_overloaded_writer_keeps_every_rejecting_decision_and_counts_what_it_
                     rejected=[] if i % 8 == 7 else [("node-c", "no")],
                 )
             )
-    assert decisions.queue_depth() <= settings.DECISION_LOG_QUEUE_SIZE
+    assert log.queue_depth() <= settings.DECISION_LOG_QUEUE_SIZE
 
     release.set()
-    assert decisions.flush(10)
+    assert log.flush(10)
     names = set(Decision.objects.filter(cluster="c-over").values_list("pod_name", flat=True))
     assert {f"rejecting-{i}" for i in range(15)} <= names
     kept_clean = len([n for n in names if n.startswith("clean-")])
@@ -181,25 +182,25 @@ def test_rejecting_records_are_shed_and_counted_only_when_the_queue_is_full_of_t
     settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings.DECISION_LOG_QUEUE_SIZE = 5
-    decisions.reset()
+    log.reset()
     entered, release = threading.Event(), threading.Event()
-    real_store = decisions.write_batch
+    real_store = log.write_batch
 
     def held_store(batch):
         entered.set()
         release.wait(10)
         return real_store(batch)
 
-    monkeypatch.setattr(decisions, "write_batch", held_store)
-    decisions.submit(call_record(pod_name="first"))
+    monkeypatch.setattr(log, "write_batch", held_store)
+    log.submit(call_record(pod_name="first"))
     assert entered.wait(10)
     before = shed("c1", "rejecting")
     for i in range(8):
-        decisions.submit(call_record(pod_name=f"later-{i}"))
+        log.submit(call_record(pod_name=f"later-{i}"))
     assert shed("c1", "rejecting") - before == 3
-    assert decisions.queue_depth() == 5
+    assert log.queue_depth() == 5
     release.set()
-    assert decisions.flush(10)
+    assert log.flush(10)
     assert sorted(Decision.objects.values_list("pod_name", flat=True)) == [
         "first",
         *(f"later-{i}" for i in range(5)),
@@ -216,8 +217,8 @@ def run_writer(batch: list[tuple[float, CallRecord]]) -> decision_writer.Writer:
     writer = decision_writer.Writer(
         capacity=100,
         sample_every=1,
-        store=decisions.store_batch,
-        counts_store=decisions.write_counts,
+        store=log.store_batch,
+        counts_store=log.write_counts,
         retry_seconds=0.01,
     )
     writer.write([(None, at, call, False) for at, call in batch])
@@ -264,18 +265,18 @@ def test_a_record_the_database_refuses_loses_only_itself() -> None:
 def test_a_refused_record_through_the_writer_thread_is_counted() -> None:
     before = dropped("write_error")
     for _at, call in batch_of_20(call_record(pod_name="bad-pod", snapshot_revision=2**70)):
-        decisions.submit(call)
-    assert decisions.flush(10)
+        log.submit(call)
+    assert log.flush(10)
     assert dropped("write_error") - before == 1
     assert Decision.objects.count() == 19
 
 
 def test_nothing_is_queued_when_the_log_is_switched_off(settings) -> None:
     settings.DECISION_LOG_ENABLED = False
-    decisions.reset()
-    decisions.submit(call_record())
-    assert decisions.queue_depth() == 0
-    assert decisions.flush(1)
+    log.reset()
+    log.submit(call_record())
+    assert log.queue_depth() == 0
+    assert log.flush(1)
 
 
 def test_a_queue_is_bounded_in_bytes_as_well_as_in_records() -> None:

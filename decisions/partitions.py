@@ -103,7 +103,7 @@ def drop_before(cutoff: datetime) -> tuple[int, list[str]]:
     an estimate, or exactly for a partition never analysed); SQLite: deletes the rows.
     Returns (rows removed, partitions dropped).
     """
-    from extender.models import Decision
+    from decisions.models import Decision
 
     boundary = day_start(cutoff)
     if not is_partitioned():

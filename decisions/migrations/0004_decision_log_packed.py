@@ -7,7 +7,7 @@ import uuid
 
 from django.db import migrations, models
 
-import extender.models
+import decisions.models
 from core import packing
 
 PACKED = (
@@ -193,7 +193,7 @@ class Migration(migrations.Migration):
         migrations.RunPython(postgresql_forwards, postgresql_backwards),
         *(
             AlterFieldElsewhere(
-                model_name="decision", name=name, field=extender.models.PackedIdsField()
+                model_name="decision", name=name, field=decisions.models.PackedIdsField()
             )
             for name in PACKED
         ),

@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from core.verbs import RECORDED_VERBS
 from decisions import queries
 from decisions.models import Decision, Outcome
 from inventory.models import Cluster
@@ -77,7 +78,7 @@ class FixedChoiceFilter(admin.SimpleListFilter):
 
 class VerbFilter(FixedChoiceFilter):
     title = parameter_name = field = "verb"
-    values = ("filter", "prioritize", "preempt", "bind", "schedule")
+    values = RECORDED_VERBS
 
 
 class ModeFilter(FixedChoiceFilter):

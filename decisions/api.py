@@ -13,11 +13,9 @@ from rest_framework import serializers
 
 from core.api.base import PortalPagination, ReadOnlyPortalViewSet
 from core.api.filters import UTCDateTimeFilter
+from core.verbs import RECORDED_VERBS
 from decisions import queries
 from decisions.models import Decision
-
-DECODED = ("rejected", "dry_run_rejected", "top_scores", "policy_versions")
-RECORDED = ("pod_labels", "pod_requests", "candidates")
 
 
 class DecisionListSerializer(serializers.ListSerializer):  # type: ignore[type-arg]
@@ -97,9 +95,7 @@ class DecisionFilterSet(django_filters.FilterSet):  # type: ignore[misc]  # djan
     namespace = django_filters.CharFilter(field_name="pod_namespace")
     pod = django_filters.CharFilter(field_name="pod_name")
     node = django_filters.CharFilter(method="filter_node", label="node")
-    verb = django_filters.ChoiceFilter(
-        choices=[(v, v) for v in ("filter", "prioritize", "preempt", "bind", "schedule")]
-    )
+    verb = django_filters.ChoiceFilter(choices=[(v, v) for v in RECORDED_VERBS])
     since = UTCDateTimeFilter(field_name="created_at", lookup_expr="gte")
 
     class Meta:

@@ -20,7 +20,6 @@ from collections.abc import Iterable, Sequence
 from core.packing import pack, unpack
 
 __all__ = [
-    "NODE_CHOOSING_VERBS",
     "from_ranges",
     "group_by_reason",
     "pack",
@@ -30,12 +29,6 @@ __all__ = [
     "unpack",
     "wire_reasons",
 ]
-
-# The verbs that judge a pod against candidate nodes and can leave it with none: the extender's
-# filter and the own scheduler's attempts (verb ``schedule``).
-NODE_CHOOSING_VERBS = ("filter", "schedule")
-
-MAX_RUN = 1 << 30
 
 
 def group_by_reason(pairs: Iterable[tuple[int, int]]) -> tuple[list[int], list[int]]:

@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -35,14 +35,10 @@ from decisions.channel import Ack, Client
 from decisions.writer import ChildWriter, Writer
 
 if TYPE_CHECKING:
-    from decisions.models import Decision
     from decisions.records import CallRecord
 
 logger = logging.getLogger(__name__)
 
-REJECTED_CAP = 50
-TOP_SCORES_CAP = 10
-REASON_CHARS = 1000
 # How long the exiting process waits for queued records to be handed on.
 EXIT_FLUSH_SECONDS = 2.0
 GIL_SWITCH_SECONDS = 0.0005
@@ -102,7 +98,7 @@ class _ThreadSink:
             counts_store=lambda rows: write_counts(rows),
             report=_report,
             max_bytes=_max_bytes(),
-            outage_seconds=getattr(settings, "DECISION_LOG_OUTAGE_SECONDS", 30.0),
+            outage_seconds=settings.DECISION_LOG_OUTAGE_SECONDS,
         )
         self.writer.start()
 
@@ -164,22 +160,22 @@ def submit(call: CallRecord) -> None:
 
 
 def _sample_every() -> int:
-    return int(getattr(settings, "DECISION_LOG_SAMPLE_EVERY", 10))
+    return int(settings.DECISION_LOG_SAMPLE_EVERY)
 
 
 def _max_bytes() -> int:
-    return int(getattr(settings, "DECISION_LOG_QUEUE_BYTES", 0))
+    return int(settings.DECISION_LOG_QUEUE_BYTES)
 
 
 def _start() -> None:
     global _sink, _started
-    if not getattr(settings, "DECISION_LOG_ENABLED", True):
+    if not settings.DECISION_LOG_ENABLED:
         return
     with _start_lock:
         if _started:
             return
         capacity = settings.DECISION_LOG_QUEUE_SIZE
-        mode = getattr(settings, "DECISION_LOG_WRITER", "child")
+        mode = settings.DECISION_LOG_WRITER
         # The log's thread (the writer, or the sender to the writer process) shares the process
         # with kube-scheduler's calls: a call that needs the interpreter lock while that thread
         # runs waits at most this long for it (CPython's default is 5 ms, which shows in p99).
@@ -264,31 +260,6 @@ def write_counts(rows: list[tuple[int, str, int, int, int, int]]) -> None:
 
     with transaction.atomic():
         DecisionShed.objects.add_counts(rows)
-
-
-def _pairs(items: list[tuple[str, Any]], cap: int) -> list[list[Any]]:
-    out = []
-    for name, value in items[:cap]:
-        if isinstance(value, str) and len(value) > REASON_CHARS:
-            value = value[:REASON_CHARS] + "…"
-        out.append([name, value])
-    return out
-
-
-def _detailed(call: CallRecord) -> list[tuple[str, str]]:
-    """The rejected nodes with their full explanation when the call has one."""
-    detail = call.rejected_detail
-    if not detail:
-        return call.rejected
-    return [(name, detail.get(name, reason)) for name, reason in call.rejected]
-
-
-def decision_from_call(at: float, call: CallRecord) -> Decision:
-    """The row for one call (unsaved; its nodes and reasons interned as the store does)."""
-    from decisions import store
-    from decisions.models import Decision
-
-    return Decision(**dict(zip(store.COLUMNS, store.build_rows([(at, call)])[0], strict=True)))
 
 
 def reset() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Sum
 
+from core.verbs import NODE_CHOOSING_VERBS
 from decisions import codec
 
 # An ``decisions.records.CallRecord``: not imported, so the console, which reads the rollups, stays
@@ -55,11 +56,7 @@ def _by_rule(pairs: Iterable[tuple[str, str]], *, dry: bool) -> Counter[tuple[st
 def stranded_by(call: CallRecord) -> list[str]:
     """Dry-run policies that, enforced, would have left this filter call with 0 nodes: every node
     the enforced policies let through is one the policy would reject."""
-    if (
-        call.verb not in codec.NODE_CHOOSING_VERBS
-        or call.nodes_out <= 0
-        or not call.dry_run_rejected
-    ):
+    if call.verb not in NODE_CHOOSING_VERBS or call.nodes_out <= 0 or not call.dry_run_rejected:
         return []
     rejected = {name for name, _ in call.rejected}
     per_policy: Counter[str] = Counter()
@@ -77,7 +74,7 @@ def count_batch(batch: list[tuple[float, CallRecord]]) -> Counts:
         hour, cluster, verb = hour_of(at), call.cluster[:63], call.verb[:16]
         pod = f"{call.pod_namespace}/{call.pod_name}"[:510].replace("\x00", "")
         counts.add((hour, cluster, CALL, verb, "", ""))
-        if verb in codec.NODE_CHOOSING_VERBS and call.nodes_in > 0 and call.nodes_out == 0:
+        if verb in NODE_CHOOSING_VERBS and call.nodes_in > 0 and call.nodes_out == 0:
             counts.add((hour, cluster, NO_NODES, verb, "", ""), pod=pod)
         enforced: Any = call.rejections_by_rule or _by_rule(call.rejected, dry=False)
         if len(call.rejected) > sum(enforced.values()):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connection, transaction
 
+from core.verbs import NODE_CHOOSING_VERBS
 from decisions import codec, dimensions, partitions, rollups
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def rejected_count(call: CallRecord) -> int:
 
 
 def outcome(call: CallRecord, rejected: int) -> int:
-    if call.verb in codec.NODE_CHOOSING_VERBS and call.nodes_in > 0 and call.nodes_out == 0:
+    if call.verb in NODE_CHOOSING_VERBS and call.nodes_in > 0 and call.nodes_out == 0:
         return NO_NODES
     return REJECTED if rejected > 0 else PASSED
 

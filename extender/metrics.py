@@ -37,6 +37,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core.metrics import BUILD_INFO, registry_with_build_info
+from core.verbs import EXTENDER_VERBS
 
 if TYPE_CHECKING:
     from decisions.records import CallRecord
@@ -148,7 +149,7 @@ def change_feed_gauge() -> Gauge:
 for _kind in ("database", "build", "redis"):
     REFRESH_ERRORS.labels(_kind)
 
-KNOWN_VERBS = frozenset({"filter", "prioritize", "preempt", "bind"})
+KNOWN_VERBS = frozenset(EXTENDER_VERBS)
 # Status code per error kind; kinds not listed are client errors.
 ERROR_CODES = {
     "unknown_cluster": "404",

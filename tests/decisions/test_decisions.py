@@ -56,7 +56,7 @@ def test_a_call_becomes_one_row_with_every_rejected_node_and_capped_scores() -> 
     decoded = queries.decode(row)
     assert decoded.rejected == [(f"node-{i}", f"reason {i}") for i in range(80)]
     assert row.rejected_count == 80
-    assert len(decoded.top_scores) == log.TOP_SCORES_CAP
+    assert len(decoded.top_scores) == store.TOP_SCORES_CAP
     assert decoded.dry_run_rejected == [("node-a", "spread: ..."), ("node-b", "spread: ...")]
     assert row.duration_ms == pytest.approx(1.2345)
     assert decoded.policy_versions == {"gpu-only": 3}

@@ -15,7 +15,7 @@ with their reasons. Then:
    500 names, 4 keep-alive connections), taking turns: p50/p99 and the ratio; rows stored
    and shed.
 3. *retention*: the log-on extender at 200 calls/s with a day of 300,000 expired rows in its
-   partition, while the retention task (``extender.retention.decisions_purge``) drops it vs not.
+   partition, while the retention task (``decisions.retention.decisions_purge``) drops it vs not.
 
 Writes ``bench/results/decision-writer.md``. With ``--cpu`` it runs only the CPU-per-call
 comparison (4. below) and appends its section to that file, keeping the figures already there:
@@ -145,18 +145,18 @@ def bench_body() -> bytes:
 
 def a_real_record(body: bytes) -> Any:
     """The CallRecord the extender makes of one filter call with ``body``."""
-    from extender import decisions
+    from decisions import log as decision_log
     from extender.holder import holder
     from tests.extender.extender_support import call
 
     holder.load()
     captured: list[Any] = []
-    real_submit = decisions.submit
-    decisions.submit = captured.append  # type: ignore[assignment]
+    real_submit = decision_log.submit
+    decision_log.submit = captured.append  # type: ignore[assignment]
     try:
         response = call("/extender/bench/filter", body)
     finally:
-        decisions.submit = real_submit  # type: ignore[assignment]
+        decision_log.submit = real_submit  # type: ignore[assignment]
     assert response.status == 200, response.body[:200]
     return captured[0]
 
@@ -173,7 +173,7 @@ def bench_writer(rows: list[str], workdir: Path, env: dict[str, str], record: An
     import dataclasses
     import subprocess
 
-    from extender.decision_channel import Client
+    from decisions.channel import Client
 
     path = str(workdir / "w.sock")
     python = str(ROOT / ".venv" / "bin" / "python")
@@ -233,7 +233,7 @@ def bench_writer(rows: list[str], workdir: Path, env: dict[str, str], record: An
 
 
 def _frame(record: Any) -> bytes:
-    from extender.decision_channel import encode, to_wire
+    from decisions.channel import encode, to_wire
 
     return encode(to_wire(time.time(), record))
 
@@ -434,7 +434,7 @@ def fill_expired(n: int, record: Any) -> None:
 
     from django.db import connection
 
-    from extender.decisionlog import partitions, store
+    from decisions import partitions, store
 
     day = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0) - timedelta(days=30)
     partitions.ensure({day.date()})
@@ -453,7 +453,7 @@ def fill_expired(n: int, record: Any) -> None:
 
 def bench_retention(rows: list[str], env: dict[str, str], body: bytes, record: Any) -> None:
     from bench.extender_http import open_loop, percentile, start_serve_extender, wait_ready
-    from extender.retention import decisions_purge
+    from decisions.retention import decisions_purge
 
     fill_expired(EXPIRED_ROWS, record)
     server = start_serve_extender("log on", env)

@@ -132,7 +132,7 @@ def real_reasons() -> list[str]:
 
 
 def production_call(i: int, reasons: list[str], now: float):
-    from extender.records import CallRecord
+    from decisions.records import CallRecord
 
     start = (i * 13) % NODES
     candidates = [f"node-{(start + k) % NODES:05d}" for k in range(CANDIDATES)]
@@ -165,7 +165,7 @@ def production_call(i: int, reasons: list[str], now: float):
 
 def seed_decisions_store(reasons: list[str], count: int) -> dict:
     """Rows written through the decision log's store, 500 a batch."""
-    from extender.decisionlog import store
+    from decisions import store
 
     now = time.time()
     for first in range(0, count, 500):
@@ -180,7 +180,7 @@ def seed_decisions_sql(reasons: list[str]) -> dict:
 
     from django.db import connection
 
-    from extender.decisionlog import dimensions, partitions, rollups, store
+    from decisions import dimensions, partitions, rollups, store
 
     now = time.time()
     # Real dimension rows: node ids in the inventory's order, the reasons, 20 pod shapes.
@@ -311,8 +311,8 @@ def log_figures(reasons_probe: list[str]) -> dict:
 
     from django.db import connection
 
-    from extender.decisionlog import partitions, store
-    from extender.models import Decision
+    from decisions import partitions, store
+    from decisions.models import Decision
 
     figures: dict = {}
     if connection.vendor == "postgresql":
@@ -357,7 +357,7 @@ def main() -> int:
         from django.contrib.auth.models import User
         from django.test import Client
 
-        from extender.models import Decision
+        from decisions.models import Decision
         from policies.models import Policy
 
         client = Client(HTTP_HOST="localhost")

@@ -171,7 +171,7 @@ def record() -> int:
             )
     for i in range(0, len(batch), 2000):
         recorded.write_batch(batch[i : i + 2000])
-    from extender.decisionlog import partitions
+    from decisions import partitions
 
     partitions.ensure({_day(now - d * 86400) for d in range(8)})
     copies = max(0, CALLS // len(batch) - 1)

@@ -17,12 +17,12 @@ from django.utils import timezone
 from console.managed import over_capacity_problems
 from console.pod_cards import PodCard, pod_cards, pod_problems
 from core.models import AuditEntry
+from decisions import rollups
+from decisions.models import shed_totals
 from engine.assignment_checks import LabelIndex, assignment_warnings
 from engine.assignments import node_selector_from_dict
 from engine.errors import EngineValidationError
 from engine.sampling import PassRatio, hidden_rules
-from extender.decisionlog import rollups
-from extender.models import shed_totals
 from inventory import sources
 from inventory.display import describe_inventory_age, plain_error
 from inventory.models import Cluster, Node, QuarantinedObject, SyncState

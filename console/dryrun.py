@@ -15,7 +15,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from extender.decisionlog import rollups
+from decisions import rollups
 
 SAMPLE_PODS = 10
 

@@ -2,7 +2,7 @@
 (0, -1, 1, -2, ... as 0, 1, 2, 3, ...), in base-128 varints (7 bits a byte, low bits first, the
 high bit set on every byte but a value's last). Sorted ids close together take a byte each.
 
-The decision log stores its node sets so (``extender.models.PackedIdsField``; the layout in
+The decision log stores its node sets so (``decisions.models.PackedIdsField``; the layout in
 docs/architecture.md, "The decision log"), and PostgreSQL reads the same bytes with the SQL
 function ``decision_node_ids`` (extender migration 0004) for its GIN index.
 """

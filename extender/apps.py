@@ -1,24 +1,15 @@
-from typing import Any
+"""The kube-scheduler runtime's Django app (its management commands: ``serve_extender``).
+
+Its label is ``extender_runtime``, not ``extender``: the label ``extender`` belongs to the
+decision log (``decisions/apps.py``), whose tables, migrations, content types and permissions
+were created under it while the log lived in this package. This app has no models; the label
+only has to differ from every other.
+"""
 
 from django.apps import AppConfig
-from django.db.backends.signals import connection_created
-
-
-def _register_sqlite_functions(sender: Any, connection: Any, **kwargs: Any) -> None:
-    """SQLite has no GIN index: node search calls this Python function per row instead
-    (``extender.decisionlog.queries.mentioning``)."""
-    if connection.vendor != "sqlite":
-        return
-    from extender.decisionlog.queries import sqlite_mentions
-
-    connection.connection.create_function(
-        "decision_mentions", 4, sqlite_mentions, deterministic=True
-    )
 
 
 class ExtenderConfig(AppConfig):
     name = "extender"
+    label = "extender_runtime"  # "extender" is the decision log's: see the module's docstring
     verbose_name = "Extender"
-
-    def ready(self) -> None:
-        connection_created.connect(_register_sqlite_functions, dispatch_uid="extender-sqlite")

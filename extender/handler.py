@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 from django.conf import settings
 
+from decisions.records import CallRecord
 from engine.snapshot import ClusterSnapshot, Snapshot
 from extender import access, observe
 from extender.holder import holder
-from extender.records import CallRecord
 from extender.refresh import ensure_started
 from extender.verbs import VERBS
 from extender.wire import WireError

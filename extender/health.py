@@ -23,7 +23,8 @@ from typing import Any
 import orjson
 from django.conf import settings
 
-from extender import decisions, metrics, refresh
+from decisions import log as decision_log
+from extender import metrics, refresh
 from extender.access import Allowlist, parse_networks
 
 logger = logging.getLogger(__name__)
@@ -165,7 +166,7 @@ def metrics_app(environ: dict[str, Any], start_response: StartResponse) -> list[
     refresh.ensure_started()
     try:
         metrics.update_snapshot_gauges(refresh.freshness())
-        decisions.publish_queue_depth()
+        decision_log.publish_queue_depth()
         body, content_type = metrics.render(refresh.INVENTORY_COLLECTOR)
     except Exception as exc:
         # A broken scrape must be visible to Prometheus as a failed scrape, not a dead worker.

@@ -321,10 +321,10 @@ def ensure_started() -> None:
         if _started:
             return
         _started = True
-        if not getattr(settings, "EXTENDER_REFRESH_ENABLED", True):
+        if not settings.EXTENDER_REFRESH_ENABLED:
             _loaded.set()  # tests load with refresh_now()
             return
-        poll = float(getattr(settings, "EXTENDER_MANAGED_POLL_SECONDS", 0.5))
+        poll = float(settings.EXTENDER_MANAGED_POLL_SECONDS)
         global _thread
         _stop.clear()
         _thread = threading.Thread(

@@ -37,9 +37,11 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from core.metrics import BUILD_INFO, registry_with_build_info
+from core.verbs import EXTENDER_VERBS
 
 if TYPE_CHECKING:
-    from extender.records import CallRecord, Freshness
+    from decisions.records import CallRecord
+    from extender.records import Freshness
 
 MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
 # Collectors registered in the default registry by a scrape (single-process mode).
@@ -144,34 +146,10 @@ def change_feed_gauge() -> Gauge:
     return _change_feed
 
 
-DECISION_LOG_DROPPED = Counter(
-    "decision_log_dropped",
-    "Decision-log records dropped: queue full, the batch could not be written, or the "
-    "writer went with records it had not answered for (writer_lost).",
-    ["reason"],
-)
-# Series that alerts use with rate() exist from the start, at zero.
-for _reason in ("queue_full", "write_error", "writer_lost"):
-    DECISION_LOG_DROPPED.labels(_reason)
 for _kind in ("database", "build", "redis"):
     REFRESH_ERRORS.labels(_kind)
-DECISION_LOG_WRITTEN = Counter("decision_log_written", "Decision-log records written.")
-# Per cluster: records the writer stored, and records shed under overload (kind: clean, a pass
-# that rejected nothing, sampled away first; rejecting, lost only when the queues are full of
-# them or the channel to the writer is lost). docs/operations.md, "Decision log: shedding".
-DECISION_LOG_KEPT = Counter("decision_log_kept", "Decision-log records stored.", ["cluster"])
-DECISION_LOG_SHED = Counter(
-    "decision_log_shed",
-    "Decision-log records shed under overload, by kind (clean, rejecting).",
-    ["cluster", "kind"],
-)
-DECISION_LOG_QUEUE_DEPTH = Gauge(
-    "decision_log_queue_depth",
-    "Decision-log records waiting to be written (summed across live workers).",
-    multiprocess_mode="livesum",
-)
 
-KNOWN_VERBS = frozenset({"filter", "prioritize", "preempt", "bind"})
+KNOWN_VERBS = frozenset(EXTENDER_VERBS)
 # Status code per error kind; kinds not listed are client errors.
 ERROR_CODES = {
     "unknown_cluster": "404",

@@ -1,6 +1,6 @@
 """What every extender call reports: metrics and the decision log.
 
-The verb builds one :class:`~extender.records.CallRecord` per request with the response body,
+The verb builds one :class:`~decisions.records.CallRecord` per request with the response body,
 and the handler passes it to :func:`record_call` once the body is sent. That must stay cheap:
 no I/O on the caller's thread (the decision log is queued and written in batches by a
 background thread).
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 
-from extender import decisions, metrics, refresh
-from extender.records import CallRecord
+from decisions import log as decision_log
+from decisions.records import CallRecord
+from extender import metrics, refresh
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ def record_call(call: CallRecord) -> None:
     try:
         call.complete()
         metrics.observe_call(call)
-        decisions.submit(call)
+        decision_log.submit(call)
     except Exception:
         logger.exception("recording an extender call failed")
 

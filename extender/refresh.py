@@ -389,7 +389,7 @@ def ensure_started() -> None:
 
 def _start() -> None:
     global _refresher, _started
-    if not getattr(settings, "EXTENDER_REFRESH_ENABLED", True):
+    if not settings.EXTENDER_REFRESH_ENABLED:
         return
     with _start_lock:
         if _started:

@@ -22,6 +22,8 @@ from typing import Any
 import orjson
 from msgspec import Raw
 
+from core.verbs import BIND, FILTER, PREEMPT, PRIORITIZE
+from decisions.records import CallRecord
 from engine.evaluate import (
     ALLOW,
     ClusterEvaluator,
@@ -37,7 +39,6 @@ from engine.podspec import pod_requests as podspec_requests
 from engine.quantities import QuantityError, to_base_units
 from engine.snapshot import ClusterSnapshot, Snapshot
 from extender import managed, wire
-from extender.records import CallRecord
 
 # How many top scores one decision-log entry keeps (rejected nodes: all of them).
 MAX_RECORDED_SCORES = 10
@@ -342,7 +343,7 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
                 "Error": "",
             }
         )
-        record = _record("filter", cluster, snapshot, "names", pod, len(names), 0, table)
+        record = _record(FILTER, cluster, snapshot, "names", pod, len(names), 0, table)
     else:
         assert nodes is not None
         table = full_table(cluster, pod, nodes)
@@ -364,7 +365,7 @@ def do_filter(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Repl
                 b',"Error":""}',
             )
         )
-        record = _record("filter", cluster, snapshot, "full", pod, len(nodes), 0, table)
+        record = _record(FILTER, cluster, snapshot, "full", pod, len(nodes), 0, table)
         names = node_names
     record.nodes_out = len(outcome.passed)
     record.finish = partial(_note_filter, names, outcome, table, args.pod_spec)
@@ -393,7 +394,7 @@ def do_prioritize(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> 
         reply = _dense_priorities(names, table.scores.encoded(cluster.host_prefixes))
     if reply is None:
         reply = encode_priorities(names, scores, cluster.host_prefixes if mode == "names" else {})
-    record = _record("prioritize", cluster, snapshot, mode, pod, len(names), len(names), table)
+    record = _record(PRIORITIZE, cluster, snapshot, mode, pod, len(names), len(names), table)
     record.finish = partial(_note_scores, names, scores, args.pod_spec)
     return Reply(reply, record)
 
@@ -429,7 +430,7 @@ def do_preempt(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Rep
         if not victims.uids or (name not in rejected and name not in short)
     }
     body = orjson.dumps({"NodeNameToMetaVictims": kept})
-    record = _record("preempt", cluster, snapshot, "names", pod, len(candidates), len(kept), table)
+    record = _record(PREEMPT, cluster, snapshot, "names", pod, len(candidates), len(kept), table)
     record.finish = partial(_note_filter, names, outcome, table, spec)
     return Reply(body, record)
 
@@ -505,16 +506,17 @@ def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
             )
             error = f"binding failed: {exc}"
     body = orjson.dumps({"Error": error})
-    record = _record("bind", cluster, snapshot, "names", pod, 1, 0 if error else 1, None)
+    record = _record(BIND, cluster, snapshot, "names", pod, 1, 0 if error else 1, None)
     record.candidates = [args.node]
     if error:
         record.rejected = [(args.node, error)]
     return Reply(body, record)
 
 
+# One handler per verb of the registry (core.verbs.EXTENDER_VERBS), in its order.
 VERBS = {
-    "filter": do_filter,
-    "prioritize": do_prioritize,
-    "preempt": do_preempt,
-    "bind": do_bind,
+    FILTER: do_filter,
+    PRIORITIZE: do_prioritize,
+    PREEMPT: do_preempt,
+    BIND: do_bind,
 }

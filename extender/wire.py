@@ -161,11 +161,6 @@ def _pod_facts(pod: _Pod) -> PodFacts:
     )
 
 
-def decode_pod(fields: dict[str, Raw]) -> PodFacts:
-    """The ``Pod`` of a request; required."""
-    return _pod_facts(_decode_pod(fields))
-
-
 def decode_pod_and_spec(fields: dict[str, Raw]) -> tuple[PodFacts, Raw | None]:
     """The ``Pod`` of a request (required) and its ``spec``, undecoded."""
     pod = _decode_pod(fields)

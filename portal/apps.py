@@ -25,7 +25,7 @@ class PortalConfig(AppConfig):
 def zero_node_calls(policy: str, since: datetime) -> int:
     """Calls of the decision log since ``since`` that chose nodes for a pod ``policy`` selected
     and left it none."""
-    from extender.models import Decision
+    from decisions.models import Decision
 
     return Decision.objects.filter(
         created_at__gte=since,

@@ -88,6 +88,9 @@ INSTALLED_APPS = [
     "policies",
     "changes",
     "resources",
+    # The decision log (app label "extender", its tables' label) and the kube-scheduler runtime
+    # (app label "extender_runtime"): decisions/apps.py, extender/apps.py.
+    "decisions",
     "extender",
     "console",
     "scheduler",

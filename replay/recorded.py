@@ -17,10 +17,11 @@ from typing import Any
 
 from django.db.models import Count, Max, QuerySet
 
-from extender.decisionlog.codec import NODE_CHOOSING_VERBS, from_ranges, unpack
-from extender.decisionlog.store import write_batch
-from extender.models import Decision, DecisionNode, DecisionShape
-from extender.records import CallRecord
+from core.verbs import NODE_CHOOSING_VERBS
+from decisions.codec import from_ranges, unpack
+from decisions.models import Decision, DecisionNode, DecisionShape
+from decisions.records import CallRecord
+from decisions.store import write_batch
 
 __all__ = [
     "VIEW_PERMISSION",

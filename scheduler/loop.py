@@ -19,8 +19,9 @@ One pod at a time, as kube-scheduler does (docs/own-scheduler.md):
    "0/N nodes are available: ..." message) and a ``FailedScheduling`` event, from a worker
    thread; the pod waits in the queue until the cluster changes and its backoff is over.
 
-Every decision is offered to ``record`` (a :class:`ScheduleRecord`; the command hands it to the
-decision log, which this package does not import).
+Every decision is offered to ``record`` as the decision log's
+:class:`~decisions.records.CallRecord` (verb ``schedule``), the record the extender's verbs write
+too; the command hands in the log's ``submit``.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ import queue as queues
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -40,6 +41,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
+from decisions.records import CallRecord
 from engine.quantities import format_amount
 from engine.snapshot import Snapshot
 from inventory.models import Cluster
@@ -67,31 +69,7 @@ MAX_RECORDED_NODES = 50
 MAX_RECORDED_SCORES = 10
 
 
-@dataclass(slots=True)
-class ScheduleRecord:
-    """One decision, with the decision log's fields (``extender.records.CallRecord``'s
-    names): the entry point converts it."""
-
-    verb: str
-    cluster: str
-    mode: str
-    pod_namespace: str
-    pod_name: str
-    pod_uid: str
-    nodes_in: int
-    nodes_out: int
-    duration_seconds: float
-    snapshot_revision: int
-    policy_versions: Mapping[str, int] = field(default_factory=dict)
-    rejected: list[tuple[str, str]] = field(default_factory=list)
-    rejections_by_rule: dict[tuple[str, str], int] = field(default_factory=dict)
-    top_scores: list[tuple[str, int]] = field(default_factory=list)
-    pod_labels: Mapping[str, str] = field(default_factory=dict)
-    pod_requests: Mapping[str, str] = field(default_factory=dict)
-    candidates: list[str] = field(default_factory=list)
-
-
-Recorder = Callable[[ScheduleRecord], None]
+Recorder = Callable[[CallRecord], None]
 ClientFactory = Callable[[Cluster, str], Any]
 
 
@@ -366,7 +344,7 @@ class ClusterScheduler:
     ) -> None:
         assert self.record is not None
         table = outcome.table
-        record = ScheduleRecord(
+        record = CallRecord(
             verb="schedule",
             cluster=self.name,
             mode="own",

@@ -19,7 +19,7 @@ def _no_snapshot_from_another_test():
     """The extender's holder and the portal's remembered snapshot start empty: revisions repeat
     across tests (each test's transaction is rolled back), so a snapshot kept from one test could
     pass for the next's."""
-    from extender.decisionlog import dimensions, partitions
+    from decisions import dimensions, partitions
     from extender.holder import holder
     from inventory.pod_verdicts import forget_verdicts
     from policies.compile import forget

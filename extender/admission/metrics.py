@@ -21,7 +21,6 @@ MUTATED = "mutated"
 ANNOTATED = "annotated"
 SKIPPED = "skipped"
 ERROR = "error"
-OUTCOMES = (MUTATED, ANNOTATED, SKIPPED, ERROR)
 
 REVIEWS = Counter(
     "admission_reviews",

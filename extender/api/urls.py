@@ -1,17 +1,12 @@
-"""Routes under /api/v1/: the scheduler configuration of a cluster; the decision log."""
+"""Routes under /api/v1/: the scheduler and admission configuration of a cluster."""
 
 from __future__ import annotations
 
 from django.urls import path
-from rest_framework.routers import SimpleRouter
 
-from extender.api import admission, decisions, views
-
-router = SimpleRouter()
-router.register("decisions", decisions.DecisionViewSet, basename="decision")
+from extender.api import admission, views
 
 urlpatterns = [
-    *router.urls,
     path(
         "clusters/<str:name>/scheduler-config/",
         views.SchedulerConfigView.as_view(),

@@ -21,6 +21,7 @@ from core.api.base import NulGuardMixin
 from core.api.formats import JSONUnlessYAMLMixin, response_format, yaml_dump
 from core.api.permissions import ActionPermissions
 from core.api.schema import PortalAutoSchema
+from core.verbs import DEFAULT_EXTENDER_VERBS, EXTENDER_VERBS
 from engine.sampling import FULL_SCORING, PassRatio, hidden_rules
 from extender.config.bundles import kubeadm_bundle, second_scheduler_bundle
 from extender.config.native_profile import NativeProfile, native_profile
@@ -66,8 +67,8 @@ CONFIG_PARAMETERS = [
     OpenApiParameter(
         "verbs",
         OpenApiTypes.STR,
-        description="Comma list of filter, prioritize, preempt, bind; default "
-        "filter,prioritize,preempt (+bind with bind_enabled).",
+        description=f"Comma list of {', '.join(EXTENDER_VERBS)}; default "
+        f"{','.join(DEFAULT_EXTENDER_VERBS)} (+bind with bind_enabled).",
     ),
     OpenApiParameter(
         "bundle",

@@ -16,11 +16,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core.errors import ContentError
+from core.verbs import DEFAULT_EXTENDER_VERBS, EXTENDER_VERBS
 from engine.labels import dns1123_label_errors, dns1123_subdomain_errors, label_key_errors
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
-VERBS = ("filter", "prioritize", "preempt", "bind")
-DEFAULT_VERBS = ("filter", "prioritize", "preempt")
+VERBS = EXTENDER_VERBS
+DEFAULT_VERBS = DEFAULT_EXTENDER_VERBS
 # Kubernetes minor releases still supported upstream (kubernetes.io/releases): the generated
 # configuration and the kube-scheduler image tag must be one of them.
 SUPPORTED_MINORS = ("1.35", "1.36", "1.37")
@@ -406,5 +407,5 @@ def served_scheduler_names() -> frozenset[str]:
     naming any other scheduler."""
     from django.conf import settings
 
-    extra = getattr(settings, "EXTENDER_SCHEDULER_NAMES", ())
+    extra = settings.EXTENDER_SCHEDULER_NAMES
     return frozenset({"default-scheduler", DEFAULT_SCHEDULER_NAME, *extra})

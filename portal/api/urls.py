@@ -14,6 +14,7 @@ urlpatterns = [
     path("", include("changes.api.urls")),
     path("", include("inventory.api.urls")),
     path("", include("resources.api.urls")),
+    path("", include("decisions.urls")),
     path("", include("extender.api.urls")),
     path(
         "clusters/<str:cluster_name>/pods/<str:namespace>/<str:name>/explain/",

@@ -10,8 +10,8 @@ from django.test import Client
 from django.utils import timezone
 
 from core.models import AuditEntry
-from extender.decisionlog import store
-from extender.records import CallRecord
+from decisions import store
+from decisions.records import CallRecord
 from inventory.models import Cluster, SyncState
 from inventory.services import nodes_apply
 from policies.compile import forget
@@ -246,7 +246,7 @@ def test_every_admin_page_names_the_portals_favicon(admin_client: Client) -> Non
 
 
 def test_the_traffic_panel_shows_what_the_decision_log_kept_and_shed(admin_client) -> None:
-    from extender.models import DecisionShed
+    from decisions.models import DecisionShed
 
     hour = int(timezone.now().timestamp()) // 3600 * 3600
     DecisionShed.objects.add_counts(

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from policies.models import Policy
-from tests.extender.test_decisions_retention import decision
+from tests.decisions.test_decisions_retention import decision
 from tests.factories import make_policy
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from extender.records import CallRecord
+from decisions.records import CallRecord
 
 
 @dataclass

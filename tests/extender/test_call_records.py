@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from extender import decisions
-from extender.records import CallRecord
+from decisions import log as decision_log
+from decisions.records import CallRecord
 from extender.verbs import pod_requests
 from tests.extender.extender_support import call, extender  # noqa: F401
 from tests.factories import load_nodes, make_cluster, make_policy, node_object
@@ -28,7 +28,7 @@ def records(db: Any, extender: None, monkeypatch: pytest.MonkeyPatch) -> list[Ca
     )
     make_policy()
     captured: list[CallRecord] = []
-    monkeypatch.setattr(decisions, "submit", captured.append)
+    monkeypatch.setattr(decision_log, "submit", captured.append)
     return captured
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from decisions import queries, store
+from decisions.models import Decision
+from decisions.records import CallRecord
 from extender import observe
-from extender.decisionlog import queries, store
-from extender.models import Decision
-from extender.records import CallRecord
 from inventory.models import Cluster
 from policies.services import label_assignment_create, policy_create
 from tests.extender.extender_support import call, extender, reload

@@ -118,19 +118,23 @@ def tree(tmp_path: Path) -> Path:
 
 
 LAYERS = "The layers: each package imports only the packages below it"
+EXTENDER = "Only the entry points import the extender, whatever the app"
+LEAVES = "The records and the decision log's models are leaves"
+WRITER = "Apps use the decision log's surface, not its writer's internals"
 
 
 def test_new_modules_in_the_wrong_place_break_the_contracts(tree: Path) -> None:
     # A standard-library-only module added under policies/, imported by the engine.
     (tree / "policies" / "stdlib_helper.py").write_text("import json\n")
     (tree / "engine" / "uses_helper.py").write_text("from policies import stdlib_helper\n")
-    # A new extender module, imported by the console.
+    # A new extender module, imported by the console (which reads the decision log, not the
+    # extender).
     (tree / "extender" / "brand_new.py").write_text("VALUE = 1\n")
     (tree / "console" / "reads_new.py").write_text("from extender import brand_new\n")
-    # A new module of the extender imported by one of its leaves.
-    (tree / "extender" / "records_helper.py").write_text("VALUE = 2\n")
-    with (tree / "extender" / "records.py").open("a") as records:
-        records.write("\nfrom extender import records_helper  # noqa\n")
+    # A new module of the decision log imported by one of its leaves.
+    (tree / "decisions" / "records_helper.py").write_text("VALUE = 2\n")
+    with (tree / "decisions" / "records.py").open("a") as records:
+        records.write("\nfrom decisions import records_helper  # noqa\n")
     # A new module of the project imported by an app.
     (tree / "portal" / "brand_new.py").write_text("VALUE = 3\n")
     (tree / "inventory" / "reads_project.py").write_text("from portal import brand_new\n")
@@ -144,18 +148,18 @@ def test_new_modules_in_the_wrong_place_break_the_contracts(tree: Path) -> None:
     broken = {name for name, state in states.items() if state == "BROKEN"}
     assert broken == {
         LAYERS,
-        "The console reads the extender's decision log, nothing else of it",
-        "The extender's records and models are leaves",
+        EXTENDER,
+        LEAVES,
         "No circle between the modules of a package",
     }, output
     assert "engine.uses_helper -> policies.stdlib_helper" in output
     assert "console.reads_new -> extender.brand_new" in output
-    assert "extender.records -> extender.records_helper" in output
+    assert "decisions.records -> decisions.records_helper" in output
     assert "inventory.reads_project -> portal.brand_new" in output
 
 
 @pytest.mark.parametrize(
-    "app", ["core", "inventory", "resources", "policies", "scheduler", "extender"]
+    "app", ["core", "inventory", "resources", "policies", "decisions", "scheduler", "extender"]
 )
 def test_an_app_importing_a_console_module_breaks_the_layers(tree: Path, app: str) -> None:
     (tree / "console" / "brand_new.py").write_text("VALUE = 1\n")
@@ -229,10 +233,61 @@ def test_a_new_app_importing_the_extender_breaks_the_contracts(tree: Path) -> No
         config.replace('root_packages = ["engine",', 'root_packages = ["scheduling", "engine",')
     )
     output = lint_imports(tree)
-    assert (
-        contract_lines(output)[
-            "Only the entry points and the console import the extender, whatever the app"
-        ]
-        == "BROKEN"
-    ), output
+    assert contract_lines(output)[EXTENDER] == "BROKEN", output
     assert "scheduling.reads -> extender.wire" in output
+
+
+def test_the_scheduler_importing_the_extender_breaks_the_contracts(tree: Path) -> None:
+    # Both binders write the decision log's CallRecord; neither imports the other.
+    with (tree / "scheduler" / "loop.py").open("a") as loop:
+        loop.write("\n\ndef _late():\n    from extender import observe  # noqa\n")
+    output = lint_imports(tree)
+    states = contract_lines(output)
+    broken = {name for name, state in states.items() if state == "BROKEN"}
+    # The extender reaches the managed resources, so the scheduler would too (indirectly).
+    assert broken == {
+        LAYERS,
+        EXTENDER,
+        "The own scheduler does not import the managed resources",
+    }, output
+    assert "scheduler.loop -> extender.observe" in output
+
+
+@pytest.mark.parametrize("upper", ["extender", "scheduler", "console"])
+def test_the_decision_log_importing_its_writers_or_readers_breaks_the_layers(
+    tree: Path, upper: str
+) -> None:
+    (tree / upper / "brand_new.py").write_text("VALUE = 1\n")
+    (tree / "decisions" / "reads_up.py").write_text(f"from {upper} import brand_new\n")
+    output = lint_imports(tree)
+    assert contract_lines(output)[LAYERS] == "BROKEN", output
+    assert f"decisions.reads_up -> {upper}.brand_new" in output
+
+
+@pytest.mark.parametrize(
+    ("app", "internal"),
+    [
+        ("extender", "writer"),
+        ("scheduler", "channel"),
+        ("console", "store"),
+        ("portal", "dimensions"),
+    ],
+)
+def test_an_app_importing_the_decision_logs_writer_internals_breaks_a_contract(
+    tree: Path, app: str, internal: str
+) -> None:
+    (tree / app / "writes_log.py").write_text(f"from decisions import {internal}  # noqa\n")
+    output = lint_imports(tree)
+    states = contract_lines(output)
+    broken = {name for name, state in states.items() if state == "BROKEN"}
+    assert broken == {WRITER}, output
+    assert f"{app}.writes_log -> decisions.{internal}" in output
+
+
+def test_the_decision_logs_surface_is_open_to_its_writers_and_readers(tree: Path) -> None:
+    # What the contracts allow: the scheduler and the console use the log's entry points, reads
+    # and records (only the entry points import the extender).
+    (tree / "scheduler" / "logs.py").write_text("from decisions import log, records  # noqa\n")
+    (tree / "console" / "reads_log.py").write_text("from decisions import queries  # noqa\n")
+    states = contract_lines(lint_imports(tree))
+    assert set(states.values()) == {"KEPT"}, states

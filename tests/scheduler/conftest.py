@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
+from decisions.records import CallRecord
 from inventory.drift import forget_cached_assignments
 from inventory.models import Cluster, ClusterSource, Node, Pod
 from inventory.pod_watch import PodWatcher
 from inventory.watch import ClusterWatcher
 from policies.compile import forget
-from scheduler.loop import ClusterScheduler, ScheduleRecord
+from scheduler.loop import ClusterScheduler
 from tests.factories import make_cluster
 from tests.support.fake_kube import FakeKubeServer
 
@@ -150,7 +151,7 @@ class Harness:
     def __init__(self, kube: FakeKubeServer, cluster: Cluster) -> None:
         self.kube = kube
         self.cluster = cluster
-        self.records: list[ScheduleRecord] = []
+        self.records: list[CallRecord] = []
         self.stop = threading.Event()
         options = {"batch_window": 0.01, "timeout_seconds": 5, "backoff_base": 0.01}
         self.watchers = [ClusterWatcher(cluster.pk, **options), PodWatcher(cluster.pk, **options)]

@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from extender.decisionlog import store
-from extender.models import Decision
-from extender.records import CallRecord
+from decisions import store
+from decisions.models import Decision
+from decisions.records import CallRecord
 from policies.compile import current_snapshot
-from portal.management.commands.run_scheduler import RECORD_FIELDS
 from tests.factories import make_policy
 from tests.scheduler.conftest import SCHEDULER, Harness, node, pod
 
@@ -298,10 +297,10 @@ def test_two_hundred_pods_on_fifty_nodes(harness: Harness) -> None:
         f"41 {policy_reason}, 6 node(s) had untolerated taint(s)."
     )
 
-    # The decision log's records: one per attempt, the schedule verb, convertible.
+    # The decision log's records: one per attempt, the schedule verb, the extender's record.
     assert {r.verb for r in harness.records} == {"schedule"}
-    record = next(r for r in harness.records if r.pod_name == "job-009")
-    call = CallRecord(**{f: getattr(record, f) for f in RECORD_FIELDS})
+    call = next(r for r in harness.records if r.pod_name == "job-009")
+    assert isinstance(call, CallRecord)
     assert (call.nodes_in, call.nodes_out) == (50, 0)
     assert call.rejected
     # Stored as the decision log's writer stores it; a 0-node schedule attempt counts as such.

@@ -75,8 +75,8 @@ def world(db):
     and one decision-log row."""
     from django.utils import timezone
 
-    from extender.decisionlog import store
-    from extender.records import CallRecord
+    from decisions import store
+    from decisions.records import CallRecord
     from tests.factories import load_nodes, make_assignment, make_cluster, make_policy, node_object
 
     prod = make_cluster("prod", is_default=True)

@@ -6,10 +6,11 @@ import ssl
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from extender import decisions, server
-from extender.decision_writer import ChildWriter
+from decisions import log as decision_log
+from extender import server
 from extender.tls import TlsSettings
 
 
@@ -65,8 +66,8 @@ class Command(BaseCommand):
             self.serve(host, port, options["threads"], tls)
         finally:
             if writer is not None:
-                decisions.flush(decisions.EXIT_FLUSH_SECONDS)
-                decisions.reset()
+                decision_log.flush(decision_log.EXIT_FLUSH_SECONDS)
+                decision_log.reset()
                 writer.stop()
 
     def serve(self, host: str, port: int, threads: int, tls: TlsSettings) -> None:
@@ -101,20 +102,10 @@ class Command(BaseCommand):
         server.run(instance)
 
 
-def start_decision_writer() -> ChildWriter | None:
-    """The decision log's writer as a child process (``DECISION_LOG_WRITER=child``), this
-    process's records sent to it; None when the log is off or written otherwise."""
-    if not settings.DECISION_LOG_ENABLED:
-        return None
-    mode = settings.DECISION_LOG_WRITER
-    if mode not in ("child", "socket", "thread"):
-        raise CommandError(f"DECISION_LOG_WRITER must be child, socket or thread, not {mode!r}")
-    if mode != "child":
-        return None
-    path = str(settings.DECISION_LOG_SOCKET)
-    if len(path.encode()) > 100:
-        raise CommandError(f"DECISION_LOG_SOCKET is too long for a Unix socket: {path}")
-    writer = ChildWriter(path)
-    writer.start()
-    decisions.use_writer_process(path)
-    return writer
+def start_decision_writer() -> decision_log.WriterProcess | None:
+    """The decision log's writer as a child process (``decisions.log.start_writer_process``);
+    a CommandError says what is misconfigured."""
+    try:
+        return decision_log.start_writer_process()
+    except ImproperlyConfigured as exc:
+        raise CommandError(str(exc)) from exc

@@ -15,20 +15,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.daemon import LOCK_POLL_SECONDS, daemon
-from extender import decisions
-from extender.records import CallRecord
+from decisions import log as decision_log
 from inventory.models import Cluster
 from resources.scheduling import ManagedResourcesExtension
 from scheduler import hooks
-from scheduler.loop import ScheduleRecord, run_clusters
+from scheduler.loop import run_clusters
 from scheduler.metrics import LEADER
-
-RECORD_FIELDS = tuple(ScheduleRecord.__slots__)
-
-
-def record_decision(record: ScheduleRecord) -> None:
-    """Hand one scheduling decision to the decision log (never blocks)."""
-    decisions.submit(CallRecord(**{name: getattr(record, name) for name in RECORD_FIELDS}))
 
 
 class Command(BaseCommand):
@@ -82,7 +74,7 @@ class Command(BaseCommand):
 
     def _schedule(self, stop: threading.Event, name: str | None, options: dict[str, Any]) -> None:
         self.stdout.write(f"scheduling for {name or 'every cluster with a scheduler name'}")
-        record = None if options["no_decision_log"] else record_decision
+        record = None if options["no_decision_log"] else decision_log.submit
         # Managed resources (docs/managed-resources.md): counted, reserved at placement and given
         # back when a binding fails, in the same ledger as the extender's binds.
         hooks.register(ManagedResourcesExtension())
@@ -90,4 +82,4 @@ class Command(BaseCommand):
             run_clusters(stop, record=record, cluster_name=name, refresh_seconds=options["refresh"])
         finally:
             if record is not None:
-                decisions.flush(5.0)
+                decision_log.flush(5.0)

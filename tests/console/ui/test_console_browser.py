@@ -84,8 +84,8 @@ def test_no_page_violates_the_content_security_policy(browser, live_server) -> N
 
 
 def test_decisions_are_found_by_node_and_pages_are_accessible(browser, live_server) -> None:
-    from extender.models import Decision
-    from tests.extender.test_decisions_retention import decision
+    from decisions.models import Decision
+    from tests.decisions.test_decisions_retention import decision
     from tests.policies.ui.test_editor_browser import serious_violations
 
     demo_seed()
@@ -123,8 +123,8 @@ def test_explain_in_the_browser_agrees_with_simulate_and_reports_dry_runs(
 
     from rest_framework.test import APIClient
 
-    from extender.models import Decision
-    from tests.extender.test_decisions_retention import decision
+    from decisions.models import Decision
+    from tests.decisions.test_decisions_retention import decision
 
     demo_seed()
     admin_user = User.objects.create_superuser("admin-user", password=PASSWORD)

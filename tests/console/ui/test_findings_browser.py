@@ -153,8 +153,8 @@ def test_the_dashboard_names_its_problems_and_their_sources(
     says what to do, not a Python exception cut mid-word."""
     from django.utils import timezone
 
-    from extender.decisionlog import store
-    from extender.records import CallRecord
+    from decisions import store
+    from decisions.records import CallRecord
     from inventory import sync_status
 
     now = timezone.now().timestamp()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from extender.models import Decision
+from decisions.models import Decision
 from tests.factories import assignment_data, node_object, policy_data
 
 pytestmark = pytest.mark.django_db

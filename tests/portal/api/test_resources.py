@@ -6,8 +6,8 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from extender.decisionlog import store
-from extender.records import CallRecord
+from decisions import store
+from decisions.records import CallRecord
 from inventory.models import Node
 from policies.models import Policy
 from tests.factories import make_assignment, node_object, policy_data

@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from extender.models import Decision
+from decisions.models import Decision
 
 pytestmark = pytest.mark.django_db
 

@@ -31,7 +31,7 @@ from schemathesis.core.result import Ok
 from schemathesis.generation import GenerationMode
 
 from core import tokens
-from extender.models import Decision
+from decisions.models import Decision
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -25,7 +25,7 @@ from policies.expectations import expectation_create
 from policies.models import Policy
 from policies.services import policy_delete
 from portal.demo import demo_seed
-from tests.extender.test_decisions_retention import decision
+from tests.decisions.test_decisions_retention import decision
 
 pytestmark = pytest.mark.django_db
 

@@ -161,12 +161,27 @@ def basic_fit(
         return FitDetail((NODE_AFFINITY,), _selection_detail(pod, node))
     if not check_resources:
         return None
+    return usage_fit(pod, node, usage, ignored_resources=ignored_resources)
+
+
+def usage_fit(
+    pod: PodSpecFacts,
+    node: FitNode,
+    usage: NodeUsage | None,
+    *,
+    ignored_resources: Iterable[str] = (),
+) -> FitDetail | None:
+    """The half of :func:`basic_fit` that reads the pods on the node (NodePorts, then
+    NodeResourcesFit): None when the pod fits beside them. A caller that judged the node-only
+    half once per pod shape (the own scheduler) asks only this per pod."""
     used = usage or NodeUsage()
-    for wanted in pod.host_ports:
-        if any(wanted.conflicts(taken) for taken in used.host_ports):
-            return FitDetail(
-                (NODE_PORTS,), f"host port {wanted.protocol}/{wanted.port} is taken on the node"
-            )
+    if pod.host_ports and used.host_ports:
+        for wanted in pod.host_ports:
+            if any(wanted.conflicts(taken) for taken in used.host_ports):
+                return FitDetail(
+                    (NODE_PORTS,),
+                    f"host port {wanted.protocol}/{wanted.port} is taken on the node",
+                )
     shortfalls = resource_shortfalls(pod, node, usage, ignored=ignored_resources)
     if shortfalls:
         return FitDetail(

@@ -6,18 +6,10 @@ class PoliciesConfig(AppConfig):
     verbose_name = "Policies"
 
     def ready(self) -> None:
-        """Serve the inventory what it needs from this app (inventory.hooks)."""
-        from inventory.hooks import (
-            cluster_deleting,
-            register_assignment_reader,
-            register_rule_history_reader,
-            register_snapshot_reader,
-        )
-        from policies.compile import current_snapshot
-        from policies.queries import cluster_assignment_specs, rule_in_effect_since
+        """Serve the inventory what it needs from this app (inventory.signals)."""
+        from inventory.signals import cluster_deleting, register_assignment_reader
+        from policies.queries import cluster_assignment_specs
         from policies.services import delete_cluster_objects
 
         register_assignment_reader(cluster_assignment_specs)
-        register_snapshot_reader(current_snapshot)
-        register_rule_history_reader(rule_in_effect_since)
         cluster_deleting.connect(delete_cluster_objects, dispatch_uid="policies-cluster-delete")

@@ -547,7 +547,7 @@ def label_assignment_delete(
 
 def delete_cluster_objects(*, cluster: Cluster, actor: Any, **_signal: Any) -> None:
     """Delete the policies and label assignments of a cluster being deleted, each audited
-    (the ``inventory.hooks.cluster_deleting`` receiver). Deleting the cluster was asked for, so
+    (the ``inventory.signals.cluster_deleting`` receiver). Deleting the cluster was asked for, so
     its expectations go with it (``force``)."""
     for policy in cluster.policies.all():
         policy_delete(actor=actor, policy=policy, force=True)

@@ -1,5 +1,5 @@
 """Managed resources in the portal's own scheduler (docs/managed-resources.md, "The own
-scheduler"): the extension ``run_scheduler`` registers with ``scheduler.hooks``.
+scheduler"): the extension ``run_scheduler`` registers with ``scheduler.extensions``.
 
 Structural: this module does not import the scheduler. For each attempt it reads the free amounts
 once (``accounting.free_by_node``) and rejects the nodes short of what the pod requests with
@@ -27,7 +27,7 @@ NAMES_TTL_SECONDS = 5.0
 
 
 class ManagedResourcesExtension:
-    """``scheduler.hooks.Extension`` for managed resources."""
+    """``scheduler.extensions.Extension`` for managed resources."""
 
     name = "managed-resources"
 

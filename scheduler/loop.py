@@ -10,7 +10,7 @@ One pod at a time, as kube-scheduler does (docs/own-scheduler.md):
    pending pods to the queue, and give the unschedulable pods another chance.
 2. pop the next pod (priority, then age) and run ``algorithm.schedule_one`` over the cluster's
    nodes with the usage of the pods on them plus the assumed ones, the compiled snapshot's
-   policies and the extensions' checks (``scheduler.hooks``).
+   policies and the extensions' checks (``scheduler.extensions``).
 3. a node was chosen: reserve it in the extensions, assume the pod on it, and send the binding
    from a worker thread (the next pod is scheduled meanwhile). A failed binding forgets the
    assumption, releases the reservations and puts the pod back in the queue with backoff; a
@@ -44,7 +44,7 @@ from engine.quantities import format_amount
 from engine.snapshot import Snapshot
 from inventory.models import Cluster
 from policies.compile import current_snapshot
-from scheduler import hooks, metrics
+from scheduler import extensions, metrics
 from scheduler.algorithm import Outcome, StaticVerdicts, Weights, schedule_one
 from scheduler.kube_io import BindFailed, ClusterClient
 from scheduler.queue import QueuedPod, SchedulingQueue
@@ -255,7 +255,7 @@ class ClusterScheduler:
         started = time.perf_counter()
         snapshot = self.snapshot
         cluster = snapshot.clusters.get(self.name) if snapshot is not None else None
-        checks = hooks.prepare_checks(self.name, pod)
+        checks = extensions.prepare_checks(self.name, pod)
         outcome = schedule_one(
             pod,
             self.state.nodes,
@@ -267,7 +267,7 @@ class ClusterScheduler:
             percentage=self.percentage,
             rng=self.rng,
             statics=self.statics,
-            ignored_resources=hooks.managed_resources(),
+            ignored_resources=extensions.managed_resources(),
         )
         self.next_start = outcome.next_start
         now = time.monotonic()
@@ -280,7 +280,7 @@ class ClusterScheduler:
             pod.condition_message = message
             self.pool.submit(self._report_unschedulable, pod, message, patch)
         else:
-            refusal = hooks.reserve_all(self.name, pod, node)
+            refusal = extensions.reserve_all(self.name, pod, node)
             if refusal:
                 result = "error"
                 logger.warning("%s: %s refused node %s: %s", pod.key, "reserve", node, refusal)
@@ -349,7 +349,7 @@ class ClusterScheduler:
             )
             return
         self.state.forget(pod.uid)
-        hooks.release_all(self.name, pod, node)
+        extensions.release_all(self.name, pod, node)
         metrics.ATTEMPTS.labels(self.name, "error").inc()
         if error.conflict:
             logger.info("%s: not bound to %s: %s", pod.key, node, error)

@@ -14,7 +14,7 @@ import pytest
 
 from resources.models import Reservation
 from resources.scheduling import ManagedResourcesExtension
-from scheduler import hooks
+from scheduler import extensions
 from tests.resources.support import LICENSE, license_resource
 from tests.scheduler.conftest import Harness, node, pod
 
@@ -24,11 +24,11 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def extension() -> Iterator[ManagedResourcesExtension]:
     extension = ManagedResourcesExtension()
-    hooks.register(extension)
+    extensions.register(extension)
     try:
         yield extension
     finally:
-        hooks.unregister(extension.name)
+        extensions.unregister(extension.name)
 
 
 def licensed_pod(name: str, licenses: int = 1) -> Any:

@@ -19,7 +19,7 @@ from extender import decisions
 from extender.records import CallRecord
 from inventory.models import Cluster
 from resources.scheduling import ManagedResourcesExtension
-from scheduler import hooks
+from scheduler import extensions
 from scheduler.loop import ScheduleRecord, run_clusters
 from scheduler.metrics import LEADER
 
@@ -85,7 +85,7 @@ class Command(BaseCommand):
         record = None if options["no_decision_log"] else record_decision
         # Managed resources (docs/managed-resources.md): counted, reserved at placement and given
         # back when a binding fails, in the same ledger as the extender's binds.
-        hooks.register(ManagedResourcesExtension())
+        extensions.register(ManagedResourcesExtension())
         try:
             run_clusters(stop, record=record, cluster_name=name, refresh_seconds=options["refresh"])
         finally:

@@ -40,13 +40,16 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 from django.utils import timezone
 
+from engine.managed import insufficient_reason
 from engine.quantities import format_amount
 from engine.snapshot import Snapshot
 from inventory.models import Cluster
 from policies.compile import current_snapshot
+from resources import binding
+from resources.binding import Hold, InsufficientCapacity
 from scheduler import extensions, metrics
 from scheduler.algorithm import Outcome, StaticVerdicts, Weights, schedule_one
-from scheduler.kube_io import BindFailed, ClusterClient
+from scheduler.kube_io import BindFailed, ClusterClient, pod_ref
 from scheduler.queue import QueuedPod, SchedulingQueue
 from scheduler.state import ClusterState
 
@@ -132,6 +135,8 @@ class ClusterScheduler:
         self.rng = rng or random.Random()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bind-{self.name}")
         self.results: queues.SimpleQueue[_BindResult] = queues.SimpleQueue()
+        # pod uid -> its managed resources reserved for the Binding in flight.
+        self.holds: dict[str, Hold] = {}
         self.snapshot: Snapshot | None = None
         self.next_start = 0
         self.markers: tuple[int, int] | None = None
@@ -280,7 +285,7 @@ class ClusterScheduler:
             pod.condition_message = message
             self.pool.submit(self._report_unschedulable, pod, message, patch)
         else:
-            refusal = extensions.reserve_all(self.name, pod, node)
+            refusal = self._reserve(pod, node)
             if refusal:
                 result = "error"
                 logger.warning("%s: %s refused node %s: %s", pod.key, "reserve", node, refusal)
@@ -296,6 +301,19 @@ class ClusterScheduler:
         if self.record is not None:
             self._record(pod, outcome, elapsed, snapshot)
         return outcome
+
+    def _reserve(self, pod: QueuedPod, node: str) -> str | None:
+        """Step 1 of the binders' protocol (``resources.binding``) on the loop's thread: the
+        managed resources the pod requests on ``node``, or why the node cannot take them."""
+        try:
+            held = binding.reserve(
+                self.cluster, pod_ref(pod), node, managed=extensions.managed_resources()
+            )
+        except InsufficientCapacity as exc:
+            return f"managed-resources: {insufficient_reason(exc.resource)}"
+        if held is not None:
+            self.holds[pod.uid] = held
+        return None
 
     # -- worker threads --------------------------------------------------------------------
 
@@ -342,6 +360,8 @@ class ClusterScheduler:
         self.in_flight_binds -= 1
         now = time.monotonic()
         if error is None:
+            # Confirmed when the watcher sees the pod bound (resources.binding, step 3).
+            self.holds.pop(pod.uid, None)
             self.state.bound(pod.uid)
             self.queue.done(pod)
             metrics.POD_SCHEDULING_DURATION.labels(self.name).observe(
@@ -349,7 +369,7 @@ class ClusterScheduler:
             )
             return
         self.state.forget(pod.uid)
-        extensions.release_all(self.name, pod, node)
+        binding.settle(self.holds.pop(pod.uid, None), error.failure)
         metrics.ATTEMPTS.labels(self.name, "error").inc()
         if error.conflict:
             logger.info("%s: not bound to %s: %s", pod.key, node, error)

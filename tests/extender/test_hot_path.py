@@ -26,7 +26,7 @@ POD = {"metadata": {"name": "p", "namespace": "ml", "uid": "u", "labels": {"app"
 
 @pytest.mark.django_db
 def test_no_database_queries_per_request(extender: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("inventory.binding.bind_pod", lambda **kwargs: None)
+    monkeypatch.setattr("resources.binding.bind", lambda **kwargs: None)
     cluster = make_cluster("c", is_default=True, bind_enabled=True)
     load_nodes(cluster, [node_object(f"n{i}", {"zone": f"z{i % 3}"}) for i in range(20)])
     policy_create(

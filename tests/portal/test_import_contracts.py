@@ -191,7 +191,9 @@ def test_the_scheduler_importing_resources_breaks_a_contract(tree: Path) -> None
     output = lint_imports(tree)
     states = contract_lines(output)
     broken = {name for name, state in states.items() if state == "BROKEN"}
-    assert broken == {"The own scheduler does not import the managed resources"}, output
+    assert broken == {
+        "Of the managed resources, the own scheduler imports only the binders' protocol"
+    }, output
     assert "scheduler.loop -> resources.scheduling" in output
 
 

@@ -134,21 +134,9 @@ class Slots:
 
     def __init__(self, free: set[str]) -> None:
         self.free = set(free)
-        self.calls: list[tuple[str, str]] = []
 
     def prepare(self, cluster: str, pod: QueuedPod) -> extensions.NodeCheck | None:
         return lambda node: None if node in self.free else "no free slot"
-
-    def reserve(self, cluster: str, pod: QueuedPod, node: str) -> str | None:
-        self.calls.append(("reserve", node))
-        if node not in self.free:
-            return "taken"
-        self.free.discard(node)
-        return None
-
-    def release(self, cluster: str, pod: QueuedPod, node: str) -> None:
-        self.calls.append(("release", node))
-        self.free.add(node)
 
 
 @pytest.fixture
@@ -163,13 +151,12 @@ def test_extension_checks_count_in_the_summary(slots: Slots) -> None:
     nodes = [fit_node("a"), fit_node("b")]
     checks = extensions.prepare_checks("prod", queued("p"))
     assert schedule_one(queued("p"), nodes, {}, None, checks=checks).node == "b"
-    assert extensions.reserve_all("prod", queued("p"), "b") is None
+    slots.free.discard("b")  # taken (the reservation itself is resources.binding's)
     checks = extensions.prepare_checks("prod", queued("q"))
     outcome = schedule_one(queued("q"), nodes, {}, None, checks=checks)
     assert outcome.node is None
     assert outcome.message == "0/2 nodes are available: 2 no free slot."
-    extensions.release_all("prod", queued("p"), "b")
-    assert slots.free == {"b"}
+    slots.free.add("b")
     # The slot resource is the extension's: nodes have none in allocatable, and the basic fit
     # leaves it to the extension.
     slotted = queued("s")
@@ -182,29 +169,6 @@ def test_extension_checks_count_in_the_summary(slots: Slots) -> None:
     assert schedule_one(slotted, nodes, {}, None).message == (
         "0/2 nodes are available: 2 Insufficient example.com/slot."
     )
-
-
-def test_a_refused_reservation_releases_the_earlier_ones(slots: Slots) -> None:
-    class Never:
-        name = "never"
-        resources: frozenset[str] = frozenset()
-
-        def prepare(self, cluster: str, pod: QueuedPod) -> None:
-            return None
-
-        def reserve(self, cluster: str, pod: QueuedPod, node: str) -> str | None:
-            return "full"
-
-        def release(self, cluster: str, pod: QueuedPod, node: str) -> None:
-            raise AssertionError("never reserved")
-
-    extensions.register(Never())
-    try:
-        assert extensions.reserve_all("prod", queued("p"), "b") == "never: full"
-    finally:
-        extensions.unregister("never")
-    assert slots.calls == [("reserve", "b"), ("release", "b")]
-    assert slots.free == {"b"}
 
 
 def test_the_cycle_judges_as_basic_fit_does() -> None:

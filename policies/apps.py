@@ -8,8 +8,8 @@ class PoliciesConfig(AppConfig):
     def ready(self) -> None:
         """Serve the inventory what it needs from this app (inventory.signals)."""
         from inventory.signals import cluster_deleting, register_assignment_reader
+        from policies.assignment_services import delete_cluster_objects
         from policies.queries import cluster_assignment_specs
-        from policies.services import delete_cluster_objects
 
         register_assignment_reader(cluster_assignment_specs)
         cluster_deleting.connect(delete_cluster_objects, dispatch_uid="policies-cluster-delete")

@@ -14,7 +14,8 @@ from django.test.utils import CaptureQueriesContext
 
 import engine
 from extender.holder import holder
-from policies.services import label_assignment_create, policy_create
+from policies.assignment_services import label_assignment_create
+from policies.services import policy_create
 from tests.extender.extender_support import call, extender, reload
 from tests.factories import load_nodes, make_cluster, node_object
 

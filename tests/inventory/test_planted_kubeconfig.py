@@ -26,7 +26,7 @@ from inventory.push import push_labels
 from inventory.services import cluster_create
 from inventory.sync import sync_cluster
 from inventory.watch import ClusterWatcher
-from policies.services import label_assignment_create
+from policies.assignment_services import label_assignment_create
 from resources.binding import bind as bind_pod
 from tests.factories import load_nodes, node_object
 from tests.support.fake_kube import FakeKubeServer

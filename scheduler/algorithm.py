@@ -151,7 +151,7 @@ _EMPTY_USAGE = fit.NodeUsage()
 
 class _Filter:
     """The per-node filter of one cycle, stage by stage (module docstring): the basic fit (its
-    node-only half from ``statics``, judged once per pod shape, then ``engine.fit.usage_fit``
+    node-only half from ``statics``, judged once per pod shape, then ``engine.fit``'s usage half
     against the node's usage), the policies, the extensions' checks. Each stage that rejects a
     node counts its reasons into the outcome and describes the first ``MAX_REJECTED`` nodes."""
 
@@ -171,26 +171,49 @@ class _Filter:
         self.static = static
         self.checks = checks
         self.ignored_resources = ignored_resources
+        self.requests = fit.counted_requests(spec, ignored_resources)
         table = outcome.table
         self.reject = table.reject if table is not None else None
         self.reject_detail = table.reject_detail if table is not None else {}
         self.rules = table.reason_rules if table is not None else {}
         self.deny_unknown = cluster is not None and cluster.unknown_node_action == "deny"
         self.unknown = unknown_node_reason(cluster.name) if cluster is not None else ""
-        # (position in outcome.rejected, the values): a NodeResourcesFit or NodePorts
-        # rejection names its values only if nothing fits, as kube-scheduler's message does.
-        self.undescribed: list[tuple[int, str]] = []
+        # (position in outcome.rejected, node): a NodeResourcesFit or NodePorts rejection is
+        # described with its values (engine.fit.usage_fit) only if nothing fits.
+        self.undescribed: list[tuple[int, fit.FitNode]] = []
 
     def passes(self, index: int, node: fit.FitNode) -> bool:
-        """Whether node ``index`` is feasible; a rejection is counted."""
-        return self._fits(index, node) and self._allowed(node.name) and self._checked(node.name)
+        """Whether node ``index`` is feasible; a rejection is counted. The stages a cycle does
+        not need (no policies, no extensions) cost nothing: the loop runs over every node."""
+        name = node.name
+        detail = self.static[index]
+        if detail is not None:
+            self._count(detail.reasons, name, f"{', '.join(detail.reasons)}: {detail.detail}")
+            return False
+        reasons = fit.usage_reasons(self.spec, node, self.usage.get(name), self.requests)
+        if reasons is not None:
+            counts = self.outcome.reasons
+            for reason in reasons:
+                counts[reason] = counts.get(reason, 0) + 1
+            rejected = self.outcome.rejected
+            if len(rejected) < MAX_REJECTED:
+                self.undescribed.append((len(rejected), node))
+                rejected.append((name, ", ".join(reasons)))
+            return False
+        if self.reject is not None and not self._allowed(name):
+            return False
+        return not self.checks or self._checked(name)
 
     def describe_rejected(self) -> None:
         """Nothing fits: add the values to the resource and port rejections."""
         rejected = self.outcome.rejected
-        for position, detail in self.undescribed:
-            name, reasons_text = rejected[position]
-            rejected[position] = (name, f"{reasons_text}: {detail}")
+        for position, node in self.undescribed:
+            full = fit.usage_fit(
+                self.spec, node, self.usage.get(node.name), ignored_resources=self.ignored_resources
+            )
+            if full is not None:
+                name, reasons_text = rejected[position]
+                rejected[position] = (name, f"{reasons_text}: {full.detail}")
 
     def _count(self, reasons: Sequence[str], name: str, text: str) -> None:
         counts = self.outcome.reasons
@@ -199,24 +222,8 @@ class _Filter:
         if len(self.outcome.rejected) < MAX_REJECTED:
             self.outcome.rejected.append((name, text))
 
-    def _fits(self, index: int, node: fit.FitNode) -> bool:
-        detail = self.static[index]
-        if detail is not None:
-            self._count(detail.reasons, node.name, f"{', '.join(detail.reasons)}: {detail.detail}")
-            return False
-        failed = fit.usage_fit(
-            self.spec, node, self.usage.get(node.name), ignored_resources=self.ignored_resources
-        )
-        if failed is None:
-            return True
-        if len(self.outcome.rejected) < MAX_REJECTED:
-            self.undescribed.append((len(self.outcome.rejected), failed.detail))
-        self._count(failed.reasons, node.name, ", ".join(failed.reasons))
-        return False
-
     def _allowed(self, name: str) -> bool:
-        if self.reject is None:
-            return True
+        assert self.reject is not None
         verdict = self.reject.get(name, self.unknown)
         if verdict is self.unknown:
             verdict = self.unknown if self.deny_unknown else None
@@ -291,8 +298,9 @@ def schedule_one(
     """Filter, score and pick a node for ``pod`` (module docstring).
 
     The per-node filter is ``engine.fit.basic_fit`` in its two halves: the node-only
-    predicates from ``statics`` (judged once per pod shape), then ``engine.fit.usage_fit``
-    against the node's usage; then the policies and the extensions (``_Filter``)."""
+    predicates from ``statics`` (judged once per pod shape), then the usage half against the
+    node's usage (``engine.fit.usage_reasons``; ``usage_fit`` adds the values when nothing
+    fits); then the policies and the extensions (``_Filter``)."""
     total = len(nodes)
     outcome = Outcome(node=None, nodes_total=total)
     if not total:

@@ -11,10 +11,11 @@ One pod at a time, as kube-scheduler does (docs/own-scheduler.md):
 2. pop the next pod (priority, then age) and run ``algorithm.schedule_one`` over the cluster's
    nodes with the usage of the pods on them plus the assumed ones, the compiled snapshot's
    policies and the extensions' checks (``scheduler.extensions``).
-3. a node was chosen: reserve it in the extensions, assume the pod on it, and send the binding
-   from a worker thread (the next pod is scheduled meanwhile). A failed binding forgets the
-   assumption, releases the reservations and puts the pod back in the queue with backoff; a
-   successful one writes a ``Scheduled`` event.
+3. a node was chosen: reserve the managed resources the pod requests there, assume the pod on
+   it, and send the binding from a worker thread (the next pod is scheduled meanwhile): the
+   binders' one protocol, ``resources.binding``. A failed binding forgets the assumption,
+   settles the reservation (a refused Binding gives it back) and puts the pod back in the queue
+   with backoff; a successful one writes a ``Scheduled`` event.
 4. nothing fits: ``PodScheduled=False`` (reason ``Unschedulable``, kube-scheduler's
    "0/N nodes are available: ..." message) and a ``FailedScheduling`` event, from a worker
    thread; the pod waits in the queue until the cluster changes and its backoff is over.

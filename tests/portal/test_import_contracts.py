@@ -197,6 +197,16 @@ def test_the_scheduler_importing_resources_breaks_a_contract(tree: Path) -> None
     assert "scheduler.loop -> resources.scheduling" in output
 
 
+def test_the_inventory_judging_pods_again_breaks_the_layers(tree: Path) -> None:
+    # The pod verdicts and the requeue are the policies' (policies.pod_verdicts, .requeue); the
+    # inventory reaching for them, even inside a function, is a back-arrow.
+    with (tree / "inventory" / "pod_queries.py").open("a") as queries:
+        queries.write("\n\ndef _late():\n    from policies import pod_verdicts  # noqa\n")
+    output = lint_imports(tree)
+    assert contract_lines(output)[LAYERS] == "BROKEN", output
+    assert "inventory.pod_queries -> policies.pod_verdicts" in output
+
+
 def test_the_engine_importing_a_third_party_package_is_found(tmp_path: Path) -> None:
     engine = tmp_path / "engine"
     shutil.copytree(ROOT / "engine", engine, ignore=shutil.ignore_patterns("__pycache__"))

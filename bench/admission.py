@@ -63,7 +63,8 @@ def configure(workdir: Path) -> dict[str, str]:
 def seed() -> None:
     from bench import extender_load as load
     from inventory.services import cluster_create, nodes_apply
-    from policies.services import label_assignment_create, policy_create
+    from policies.assignment_services import label_assignment_create
+    from policies.services import policy_create
 
     cluster = cluster_create(
         actor=None, data={"name": load.CLUSTER, "is_default": True, "admission": "mutate"}

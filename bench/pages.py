@@ -69,7 +69,8 @@ def seed() -> dict:
     from django.contrib.auth.models import User
 
     from inventory.services import cluster_create, nodes_apply
-    from policies.services import label_assignment_create, policy_create
+    from policies.assignment_services import label_assignment_create
+    from policies.services import policy_create
     from tests.support.nodes import ZONES, realistic_node
 
     cluster = cluster_create(actor=None, data={"name": "prod", "is_default": True})

@@ -137,8 +137,8 @@ def vm_hwm_mb(pid: int) -> float:
 
 def timed(fn, repeat: int = 5) -> tuple[float, float]:
     """(the first call after a policy change, the median of ``repeat`` calls after it)."""
-    from inventory.pod_verdicts import forget_verdicts
     from policies.compile import forget
+    from policies.pod_verdicts import forget_verdicts
 
     forget()
     forget_verdicts()

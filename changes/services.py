@@ -39,7 +39,7 @@ from changes.rules import required_approvals
 from core.audit import actor_name, audit_record
 from core.errors import ContentError, HeldProposal
 from inventory.models import Cluster
-from policies import gates, services
+from policies import assignment_services, gates, services
 from policies.content import label_assignment_content, policy_content
 from policies.diff import content_diff
 from policies.expectations import broken_by, broken_by_assignment
@@ -333,14 +333,16 @@ def _write(proposal: Proposal, actor: Any, note: str) -> int | None:
             **common,
         ).version
     if p.object_id is None:
-        return services.label_assignment_create(data=p.after, note=note, **common).version
+        return assignment_services.label_assignment_create(
+            data=p.after, note=note, **common
+        ).version
     assignment = LabelAssignment.objects.get(pk=p.object_id)
     if p.after is None:
-        services.label_assignment_delete(
+        assignment_services.label_assignment_delete(
             assignment=assignment, expected_version=p.base_version, **common
         )
         return None
-    return services.label_assignment_update(
+    return assignment_services.label_assignment_update(
         assignment=assignment,
         data=p.after,
         expected_version=p.base_version,

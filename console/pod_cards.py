@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 from django.urls import reverse
 
 from inventory.models import Cluster
-from inventory.pod_verdicts import pending_report, pod_count, violations
+from policies.pod_verdicts import pending_report, pod_count, violations
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The Pending and Violations pages: the portal's verdict on the cluster's pods now.
 
-Both read ``inventory.pod_verdicts`` (the engine's judgement with the snapshot the extender
+Both read ``policies.pod_verdicts`` (the engine's judgement with the snapshot the extender
 serves). Viewers read; only users holding ``inventory.evict_pod`` (admins and the ``evictor``
 grant, not editors as such) may evict, never in a protected namespace, and an eviction is shown
 with its impact and confirmed first (``inventory.evict`` does it).
@@ -32,8 +32,8 @@ from inventory.evict import (
 )
 from inventory.models import Cluster, Node, Pod, PodInventory
 from inventory.pod_queries import placed_since
-from inventory.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
 from policies.models import Policy
+from policies.pod_verdicts import PendingRow, ViolationRow, pending_report, violations
 
 SHOWN_PER_GROUP = 50
 SHOWN_VIOLATIONS = 500

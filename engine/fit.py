@@ -17,7 +17,7 @@ facts and what the pods already on it use.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine.podspec import HostPort, PodSpecFacts, Taint, tolerated
@@ -83,6 +83,9 @@ class NodeUsage:
         for port in pod.host_ports:
             if port in self.host_ports:
                 self.host_ports.remove(port)
+
+
+_NO_USAGE = NodeUsage()
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,12 +164,67 @@ def basic_fit(
         return FitDetail((NODE_AFFINITY,), _selection_detail(pod, node))
     if not check_resources:
         return None
+    return usage_fit(pod, node, usage, ignored_resources=ignored_resources)
+
+
+def counted_requests(
+    pod: PodSpecFacts, ignored_resources: frozenset[str] = frozenset()
+) -> tuple[tuple[str, int], ...]:
+    """The requests NodeResourcesFit compares: non-zero, not ``pods`` (counted apart), not an
+    ignored (managed) resource."""
+    return tuple(
+        (resource, amount)
+        for resource, amount in pod.requests.items()
+        if amount > 0 and resource != "pods" and resource not in ignored_resources
+    )
+
+
+def usage_reasons(
+    pod: PodSpecFacts,
+    node: FitNode,
+    usage: NodeUsage | None,
+    requests: Sequence[tuple[str, int]],
+) -> list[str] | None:
+    """:func:`usage_fit`'s reasons without its values (None: the pod fits), for a caller that
+    judges many nodes and describes only some (the own scheduler describes the rejected nodes
+    only when none fits); the same checks in the same order. ``requests``:
+    :func:`counted_requests` of the pod, worked out once per pod."""
+    used = usage or _NO_USAGE
+    if pod.host_ports and used.host_ports:
+        for wanted in pod.host_ports:
+            if any(wanted.conflicts(taken) for taken in used.host_ports):
+                return [NODE_PORTS]
+    failed: list[str] | None = None
+    allocatable = node.allocatable
+    taken = used.requested
+    if used.pods + 1 > allocatable.get("pods", 0):
+        failed = [TOO_MANY_PODS]
+    for resource, amount in requests:
+        if amount > allocatable.get(resource, 0) - taken.get(resource, 0):
+            if failed is None:
+                failed = []
+            failed.append(insufficient(resource))
+    return failed
+
+
+def usage_fit(
+    pod: PodSpecFacts,
+    node: FitNode,
+    usage: NodeUsage | None,
+    *,
+    ignored_resources: Iterable[str] = (),
+) -> FitDetail | None:
+    """The half of :func:`basic_fit` that reads the pods on the node (NodePorts, then
+    NodeResourcesFit): None when the pod fits beside them. A caller that judged the node-only
+    half once per pod shape (the own scheduler) asks only this per pod."""
     used = usage or NodeUsage()
-    for wanted in pod.host_ports:
-        if any(wanted.conflicts(taken) for taken in used.host_ports):
-            return FitDetail(
-                (NODE_PORTS,), f"host port {wanted.protocol}/{wanted.port} is taken on the node"
-            )
+    if pod.host_ports and used.host_ports:
+        for wanted in pod.host_ports:
+            if any(wanted.conflicts(taken) for taken in used.host_ports):
+                return FitDetail(
+                    (NODE_PORTS,),
+                    f"host port {wanted.protocol}/{wanted.port} is taken on the node",
+                )
     shortfalls = resource_shortfalls(pod, node, usage, ignored=ignored_resources)
     if shortfalls:
         return FitDetail(

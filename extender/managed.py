@@ -20,14 +20,16 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 import orjson
 from django.conf import settings
+from django.db import connection
 from msgspec import Raw
 
+from core.revisions import current_snapshot_revision
 from engine.managed import (
     FreeTable,
     add_managed_scores,
@@ -37,6 +39,10 @@ from engine.managed import (
 )
 from engine.podspec import pod_requests
 from engine.scores import normalise
+from inventory.models import Cluster, PodInventory
+from resources.accounting import capacity_free_and_holders
+from resources.ledger import Hold
+from resources.models import ManagedResource, ResourceLedger
 
 logger = logging.getLogger(__name__)
 
@@ -191,46 +197,27 @@ def _spec_requests(spec: Raw) -> dict[str, int]:
 # --- bind -----------------------------------------------------------------------------------
 
 
-def reserver(cluster: str, node: str) -> Callable[[Mapping[str, Any]], Callable[[], None] | None]:
-    """The bind's reservation step for ``inventory.binding.bind_pod``: given the pod as the API
-    server has it, hold what it requests of managed resources on ``node`` through the ledger
-    (``resources.ledger.hold``, as the own scheduler does; raising ``BindError`` when the
-    capacity is gone) and return how to give it back, or None."""
-
-    def reserve(pod: Mapping[str, Any]) -> Callable[[], None] | None:
-        # Imported here: this module loads with the server, before Django's apps are ready.
-        from inventory.binding import BindError
-        from inventory.models import Cluster
-        from resources import ledger
-
-        ref = ledger.pod_ref(pod)
-        if not ref.requests:
-            return None
-        known = _tables.get(cluster)
-        if known is not None and not managed_requests(ref.requests, known.free):
-            return None  # nothing managed in it (a resource added since is in the next table)
-        target = Cluster.objects.filter(name=cluster).first()
-        if target is None:
-            return None
-        try:
-            held = ledger.hold(target, ref, node)
-        except ledger.InsufficientCapacity as exc:
-            raise BindError(f"{exc}; not bound (kube-scheduler will try the pod again)") from None
-        if held is None:
-            return None
-        current = _tables.get(cluster)
-        if current is not None:  # this process's filter sees its own reservation at once
-            for reservation in held.reservations:
-                current = current.take(reservation.resource, node, reservation.amount)
-            _tables[cluster] = current
-        return lambda: _release(held)
-
-    return reserve
+def managed_in(cluster: str) -> tuple[str, ...] | None:
+    """The managed resource names this process's table knows for ``cluster`` (None: no table
+    yet), so a bind of a pod that requests none of them skips the ledger."""
+    known = _tables.get(cluster)
+    return tuple(known.free) if known is not None else None
 
 
-def _release(held: Any) -> None:
-    held.release()
-    _stamps.clear()  # reload at the next poll
+def note_held(cluster: str, node: str, held: Hold | None) -> None:
+    """After a bind that reserved (``resources.binding``): this process's filter sees its own
+    reservation at once, before the next reload."""
+    current = _tables.get(cluster)
+    if held is None or current is None:
+        return
+    for reservation in held.reservations:
+        current = current.take(reservation.resource, node, reservation.amount)
+    _tables[cluster] = current
+
+
+def note_given_back() -> None:
+    """After a refused Binding gave its reservation back: reload at the next poll."""
+    _stamps.clear()
 
 
 # --- the table's refresher ------------------------------------------------------------------
@@ -238,10 +225,6 @@ def _release(held: Any) -> None:
 
 def _read_stamps() -> dict[str, Any]:
     """cluster name -> what its table is computed from (a few small reads)."""
-    from core.revisions import current_snapshot_revision
-    from inventory.models import PodInventory
-    from resources.models import ManagedResource, ResourceLedger
-
     rows = list(ManagedResource.objects.values_list("cluster_id", "cluster__name", "id", "version"))
     if not rows:
         return {}
@@ -264,9 +247,6 @@ def _read_stamps() -> dict[str, Any]:
 
 def refresh_now(force: bool = False) -> list[str]:
     """Reload the tables whose inputs moved (all with ``force``); the clusters reloaded."""
-    from inventory.models import Cluster
-    from resources.accounting import capacity_free_and_holders
-
     stamps = _read_stamps()
     now = time.monotonic()
     reloaded = []
@@ -293,8 +273,6 @@ def refresh_now(force: bool = False) -> list[str]:
 
 
 def _loop(poll: float) -> None:
-    from django.db import connection
-
     failing = False
     while not _stop.is_set():
         try:

@@ -39,6 +39,9 @@ from engine.podspec import pod_requests as podspec_requests
 from engine.quantities import QuantityError, to_base_units
 from engine.snapshot import ClusterSnapshot, Snapshot
 from extender import managed, wire
+from extender.config.scheduler_config import served_scheduler_names
+from inventory.binding import BindError, BindingFailed, fit_refusal
+from resources import binding
 
 # How many top scores one decision-log entry keeps (rejected nodes: all of them).
 MAX_RECORDED_SCORES = 10
@@ -445,9 +448,6 @@ def _bind_refusal(
     on the node (``inventory.binding.fit_refusal``, the own scheduler's judge: node selection,
     taints, cordon, allocatable against the pods on the node); then the pod's enforce policies,
     the table the filter verb judges with."""
-    from extender.config.scheduler_config import served_scheduler_names
-    from inventory.binding import fit_refusal
-
     where = f"pod {args.pod_namespace}/{args.pod_name} may not run on node {args.node}"
     spec = pod.get("spec")
     named = spec.get("schedulerName") if isinstance(spec, Mapping) else None
@@ -481,23 +481,26 @@ def do_bind(snapshot: Snapshot, cluster: ClusterSnapshot, body: bytes) -> Reply:
         )
     fields = wire.decode_body(body)
     args = wire.decode_binding(fields)
-    from inventory.binding import BindError, bind_pod
-
     pod = PodFacts(namespace=args.pod_namespace, name=args.pod_name, uid=args.pod_uid)
     error = ""
     if args.node not in names_table(cluster, pod).reject:  # every known node has an entry
         error = f"node {args.node} is not in cluster {cluster.name}'s inventory: not bound"
     else:
         try:
-            bind_pod(
+            held = binding.bind(
                 cluster_name=cluster.name,
                 namespace=args.pod_namespace,
                 name=args.pod_name,
                 uid=args.pod_uid,
                 node=args.node,
                 judge=partial(_bind_refusal, cluster, args),
-                reserve=managed.reserver(cluster.name, args.node),
+                managed=managed.managed_in(cluster.name),
             )
+            managed.note_held(cluster.name, args.node, held)
+        except BindingFailed as exc:
+            if exc.refused:
+                managed.note_given_back()
+            error = str(exc) or "binding failed"
         except BindError as exc:
             error = str(exc) or "binding failed"
         except Exception as exc:  # the scheduler must get an answer it can read, not a 500

@@ -1,4 +1,6 @@
-"""Creating pod Bindings for the extender's bind verb (implemented with the inventory client).
+"""Creating pod Bindings (implemented with the inventory client): the Binding call both binders
+make (:func:`create_binding`) and the extender's checks before it (:func:`checked_pod`). The
+managed resources' reservation around the call is ``resources.binding``.
 
 A binding obeys the rules: before it is created the pod is read from the API server (its
 labels are what its policies select on; the request names only the pod) and handed to the
@@ -13,7 +15,6 @@ for every pod, and loading a kubeconfig per call would cost more than the call i
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -32,7 +33,6 @@ from inventory.models import Cluster, Node
 from inventory.pod_queries import usage_on_node
 
 CLIENT_TTL_SECONDS = 60.0
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def create_binding(
     api: client.CoreV1Api, *, namespace: str, name: str, uid: str, node: str
 ) -> None:
     """Create the pod's Binding to ``node``: the one call both binders make (the extender's
-    bind verb through :func:`bind_pod`, the own scheduler through ``scheduler.kube_io``).
+    bind verb and the own scheduler, both through ``resources.binding``).
     Raises :class:`BindingFailed`."""
     # A plain dict: the client sends it as it is (no model to serialise per pod).
     metadata = {"name": name, "namespace": namespace}
@@ -202,7 +202,7 @@ def _read_pod(api: client.CoreV1Api, namespace: str, name: str) -> dict[str, Any
     return pod
 
 
-def bind_pod(
+def checked_pod(
     *,
     cluster_name: str,
     namespace: str,
@@ -210,16 +210,11 @@ def bind_pod(
     uid: str,
     node: str,
     judge: Callable[[Mapping[str, Any]], str | None],
-    reserve: Callable[[Mapping[str, Any]], Callable[[], None] | None] | None = None,
-) -> None:
-    """Create the Binding of pod ``namespace/name`` to ``node`` in the cluster, once ``judge``
-    (given the pod as the API server has it) has found nothing against it.
-
-    ``reserve`` (managed resources) runs next, given the pod: it raises ``BindError`` when the
-    node cannot take it, or returns how to give back what it reserved, which is called when the
-    API server refuses the Binding (a 4xx answer: the pod is certainly not bound by this call).
-    On any other failure (a timeout, a 5xx) the Binding may have been made, so the
-    reservation stays until the inventory confirms the pod or it expires."""
+) -> tuple[client.CoreV1Api, Mapping[str, Any]]:
+    """The cluster's client and pod ``namespace/name`` as the API server has it, once ``judge``
+    (given the pod) has found nothing against binding it to ``node``; ``BindError`` says why
+    not (the cluster, its bind setting, the pod's UID, the judge). The step before the Binding
+    (``resources.binding.bind``: reserve, Binding, give back)."""
     try:
         target = _target(cluster_name)
     except Exception as exc:  # a bad kubeconfig, or the database is unreachable
@@ -243,13 +238,4 @@ def bind_pod(
     refusal = judge(pod)
     if refusal:
         raise BindError(refusal)
-    give_back = reserve(pod) if reserve is not None else None
-    try:
-        create_binding(target.api, namespace=namespace, name=name, uid=uid, node=node)
-    except BindingFailed as exc:
-        if give_back is not None and exc.refused:
-            try:
-                give_back()
-            except Exception:
-                logger.exception("releasing the reservation of %s/%s failed", namespace, name)
-        raise
+    return target.api, pod

@@ -12,8 +12,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from engine.assignments import AssignmentSpec, assigned_labels
-from inventory.hooks import cluster_assignment_specs
 from inventory.models import Cluster, Node
+from inventory.signals import cluster_assignment_specs
 
 NodeDrift = dict[str, dict[str, str | None]]
 

@@ -1,5 +1,5 @@
-"""Metrics of the inventory's writers: syncs (worker, watcher relists), node and pod watches,
-and the requeue nudges.
+"""Metrics of the inventory's writers: syncs (worker, watcher relists), node and pod watches.
+The requeue nudges the watcher also sends are the policies' (``policies.metrics``).
 
 The worker and the watcher export them on their own ports (``core.metrics.serve_metrics``);
 docs/operations.md lists them with the alerts they serve. Label values are cluster names the
@@ -41,17 +41,6 @@ POD_LIST_DURATION = Histogram(
     "Duration of a full pod list and its apply, by outcome (applied, failed).",
     ["cluster", "outcome"],
     buckets=SYNC_BUCKETS,
-)
-REQUEUE_NUDGES = Counter(
-    "inventory_requeue_nudges",
-    "Node annotations sent so kube-scheduler retries Pending pods a change freed, by outcome "
-    "(sent, failed) and by what held one back (disabled, static).",
-    ["cluster", "outcome"],
-)
-REQUEUE_PODS = Counter(
-    "inventory_requeue_pods",
-    "Pending pods that a published change gave a passing node they did not have.",
-    ["cluster"],
 )
 QUARANTINED = Counter(
     "inventory_quarantined_objects",

@@ -19,7 +19,7 @@ from django.db import DatabaseError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from inventory import hooks, quarantine
+from inventory import quarantine, signals
 from inventory.models import Cluster, Pod, PodInventory
 from inventory.pod_records import RECORD_FIELDS, PodRecord
 
@@ -138,7 +138,7 @@ def pods_apply(
     if result.wrote:
         PodInventory.objects.get_or_create(cluster=cluster)
         PodInventory.objects.filter(cluster=cluster).update(changes=F("changes") + 1)
-        hooks.pods_written.send(
+        signals.pods_written.send(
             sender=Pod,
             cluster=cluster,
             bound_uids={r.uid for r in to_write if r.node_name and r.uid},

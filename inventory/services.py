@@ -23,7 +23,6 @@ from core.revisions import bump_snapshot_revision
 from engine.labels import dns1123_label_errors, dns1123_subdomain_errors
 from inventory import quarantine, sources, storable, sync_status
 from inventory.credentials import name_errors
-from inventory.hooks import cluster_deleting
 from inventory.models import (
     RESERVED_CLUSTER_NAMES,
     AdmissionMode,
@@ -32,6 +31,7 @@ from inventory.models import (
     UnknownNodeAction,
 )
 from inventory.node_objects import node_fields
+from inventory.signals import cluster_deleting
 
 CLUSTER_FIELDS = (
     "name",

@@ -50,6 +50,11 @@ from inventory.services import (
     cluster_create,
     cluster_update,
 )
+from policies.assignment_services import (
+    label_assignment_create,
+    label_assignment_delete,
+    label_assignment_update,
+)
 from policies.content import label_assignment_content, policy_content
 from policies.diff import content_diff
 from policies.expectations import (
@@ -65,9 +70,6 @@ from policies.preview import preview_policy
 from policies.services import (
     clean_assignment_for_write,
     clean_policy_for_write,
-    label_assignment_create,
-    label_assignment_delete,
-    label_assignment_update,
     policy_create,
     policy_delete,
     policy_update,

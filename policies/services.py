@@ -1,4 +1,5 @@
-"""The only writers of policies and label assignments.
+"""The only writers of policies (label assignments: ``policies.assignment_services``), and the
+helpers both writers share.
 
 Each service validates with the engine validators (``policies.validation``), writes in one
 transaction, bumps the object's ``version``, stores a PolicyVersion (policies), writes an audit
@@ -19,12 +20,11 @@ from core.models import AuditAction
 from engine import kinds
 from inventory.models import Cluster
 from policies import gates
-from policies.content import label_assignment_content, policy_content
-from policies.expectations import guard_assignment_change, guard_policy_change
+from policies.content import policy_content
+from policies.expectations import guard_policy_change
 from policies.models import (
     FilterRule,
     LabelAssignment,
-    LabelAssignmentVersion,
     Policy,
     PolicyVersion,
     WeightRule,
@@ -72,7 +72,7 @@ def clean_assignment_for_write(data: Any) -> dict:
     return content
 
 
-def _stored_content(stored: dict, name: str, version: int) -> dict:
+def stored_content(stored: dict, name: str, version: int) -> dict:
     """A stored version's content under ``name``, to write again (rollback, restore); refused
     when the cluster it targets no longer exists."""
     content = {**stored, "name": name}
@@ -91,7 +91,7 @@ def _stored_content(stored: dict, name: str, version: int) -> dict:
     return content
 
 
-def _check_version(current: int, expected: int | None) -> None:
+def check_version(current: int, expected: int | None) -> None:
     if expected is not None and expected != current:
         raise VersionConflict(current, expected)
 
@@ -129,11 +129,11 @@ def _store_version(policy: Policy, content: dict, actor: Any, note: str) -> None
     )
 
 
-def _user(actor: Any) -> Any:
+def acting_user(actor: Any) -> Any:
     return actor if getattr(actor, "is_authenticated", False) else None
 
 
-def _clusters_touched(*cluster_ids: int | None) -> list[int] | None:
+def clusters_touched(*cluster_ids: int | None) -> list[int] | None:
     """The clusters a policy or assignment write can change, for the snapshot revision: the
     object's cluster before and after; None (every cluster) when either is "every cluster"."""
     if any(pk is None for pk in cluster_ids):
@@ -162,8 +162,8 @@ def policy_create(*, actor: Any, data: Any, note: str = "", force: bool = False)
         rollout=content.get("rollout"),
         **schedule_columns(content),
         version=1,
-        created_by=_user(actor),
-        updated_by=_user(actor),
+        created_by=acting_user(actor),
+        updated_by=acting_user(actor),
     )
     _write_rules(policy, content)
     _store_version(policy, content, actor, note or "created")
@@ -174,7 +174,7 @@ def policy_create(*, actor: Any, data: Any, note: str = "", force: bool = False)
         object_name=policy.name,
         after=content,
         note=note,
-        clusters=_clusters_touched(policy.cluster_id),
+        clusters=clusters_touched(policy.cluster_id),
         policies_only=True,
     )
     return policy
@@ -198,7 +198,7 @@ def policy_update(
     raises ``ExpectationsBroken`` unless ``force``.
     """
     locked = Policy.objects.select_for_update().get(pk=policy.pk)
-    _check_version(locked.version, expected_version)
+    check_version(locked.version, expected_version)
     before = policy_content(locked)
     content = clean_policy(data)
     if content["name"] != locked.name and Policy.objects.filter(name=content["name"]).exists():
@@ -218,7 +218,7 @@ def policy_update(
     for column, value in schedule_columns(content).items():
         setattr(locked, column, value)
     locked.version += 1
-    locked.updated_by = _user(actor)
+    locked.updated_by = acting_user(actor)
     locked.save()
     _write_rules(locked, content)
     _store_version(locked, content, actor, note)
@@ -230,7 +230,7 @@ def policy_update(
         before=before,
         after=content,
         note=note,
-        clusters=_clusters_touched(cluster_before, locked.cluster_id),
+        clusters=clusters_touched(cluster_before, locked.cluster_id),
         policies_only=True,
     )
     return locked
@@ -307,7 +307,7 @@ def policy_delete(
     """Delete a policy and its rules; its versions stay, detached, findable by name
     (``policy_restore`` brings it back)."""
     locked = Policy.objects.select_for_update().get(pk=policy.pk)
-    _check_version(locked.version, expected_version)
+    check_version(locked.version, expected_version)
     before = policy_content(locked)
     guard_policy_change({locked.name: None}, force=force)
     gates.check("policy", locked, None, actor, "", force)
@@ -319,7 +319,7 @@ def policy_delete(
         object_type="policy",
         object_name=before["name"],
         before=before,
-        clusters=_clusters_touched(cluster_before),
+        clusters=clusters_touched(cluster_before),
         policies_only=True,
     )
 
@@ -348,7 +348,7 @@ def policy_rollback(
     old = PolicyVersion.objects.filter(policy=policy, version=version).first()
     if old is None:
         raise ContentError({"version": [f"Policy {policy.name!r} has no version {version}."]})
-    content = _stored_content(old.content, policy.name, version)
+    content = stored_content(old.content, policy.name, version)
     return policy_update(
         actor=actor,
         policy=policy,
@@ -370,7 +370,7 @@ def policy_restore(*, actor: Any, name: str, version: int, force: bool = False) 
         raise ContentError({"version": [f"No deleted policy {name!r} has a version {version}."]})
     if Policy.objects.filter(name=name).exists():
         raise ObjectExists({"name": [f"A policy named {name!r} exists: roll it back instead."]})
-    content = _stored_content(old.content, name, version)
+    content = stored_content(old.content, name, version)
     last = max(history.values_list("version", flat=True))
     policy = policy_create(
         actor=actor, data=content, note=f"restored from version {version}", force=force
@@ -385,184 +385,3 @@ def policy_restore(*, actor: Any, name: str, version: int, force: bool = False) 
             PolicyVersion.objects.filter(pk=row.pk).update(policy=policy)
     policy.refresh_from_db()
     return policy
-
-
-# --- label assignments ----------------------------------------------------------------------
-
-
-def _assignment_fields(content: dict) -> dict:
-    return {
-        "name": content["name"],
-        "cluster": resolve_cluster(content["cluster"]),
-        "description": content["description"],
-        "enabled": content["enabled"],
-        "priority": content["priority"],
-        "node_selector": content["node_selector"],
-        "labels": content["labels"],
-    }
-
-
-@transaction.atomic
-def label_assignment_create(
-    *, actor: Any, data: Any, note: str = "", force: bool = False
-) -> LabelAssignment:
-    content = clean_label_assignment(data)
-    if LabelAssignment.objects.filter(name=content["name"]).exists():
-        raise ObjectExists(
-            {"name": [f"A label assignment named {content['name']!r} already exists."]}
-        )
-    guard_assignment_change(content["name"], content, force=force)
-    gates.check("label_assignment", None, content, actor, note, force)
-    assignment = LabelAssignment.objects.create(
-        **_assignment_fields(content), created_by=_user(actor), updated_by=_user(actor)
-    )
-    _store_assignment_version(assignment, content, actor, note or "created")
-    record_change(
-        actor=actor,
-        action=AuditAction.CREATE,
-        object_type="label_assignment",
-        object_name=assignment.name,
-        after=content,
-        note=note,
-        clusters=_clusters_touched(assignment.cluster_id),
-    )
-    return assignment
-
-
-@transaction.atomic
-def label_assignment_update(
-    *,
-    actor: Any,
-    assignment: LabelAssignment,
-    data: Any,
-    expected_version: int | None = None,
-    note: str = "",
-    action: str = AuditAction.UPDATE,
-    force: bool = False,
-) -> LabelAssignment:
-    """Replace an assignment's content; a change that breaks a passing expectation raises
-    ``ExpectationsBroken`` unless ``force``."""
-    locked = LabelAssignment.objects.select_for_update().get(pk=assignment.pk)
-    _check_version(locked.version, expected_version)
-    before = label_assignment_content(locked)
-    content = clean_label_assignment(data)
-    if (
-        content["name"] != locked.name
-        and LabelAssignment.objects.filter(name=content["name"]).exists()
-    ):
-        raise ObjectExists(
-            {"name": [f"A label assignment named {content['name']!r} already exists."]}
-        )
-    if content == before:
-        return locked
-    guard_assignment_change(locked.name, content, force=force)
-    gates.check("label_assignment", locked, content, actor, note, force, action)
-    cluster_before = locked.cluster_id
-    for field, value in _assignment_fields(content).items():
-        setattr(locked, field, value)
-    locked.version += 1
-    locked.updated_by = _user(actor)
-    locked.save()
-    _store_assignment_version(locked, content, actor, note)
-    record_change(
-        actor=actor,
-        action=action,
-        object_type="label_assignment",
-        object_name=locked.name,
-        before=before,
-        after=content,
-        note=note,
-        clusters=_clusters_touched(cluster_before, locked.cluster_id),
-    )
-    return locked
-
-
-def _store_assignment_version(
-    assignment: LabelAssignment, content: dict, actor: Any, note: str
-) -> None:
-    LabelAssignmentVersion.objects.create(
-        assignment=assignment,
-        assignment_name=assignment.name,
-        version=assignment.version,
-        content=content,
-        author=_user(actor),
-        author_name=actor_name(actor),
-        note=note,
-    )
-
-
-def label_assignment_rollback(
-    *,
-    actor: Any,
-    assignment: LabelAssignment,
-    version: int,
-    expected_version: int | None = None,
-    force: bool = False,
-) -> LabelAssignment:
-    """A new version whose content equals the stored ``version`` (name kept)."""
-    old = LabelAssignmentVersion.objects.filter(assignment=assignment, version=version).first()
-    if old is None:
-        raise ContentError(
-            {"version": [f"Label assignment {assignment.name!r} has no version {version}."]}
-        )
-    content = _stored_content(old.content, assignment.name, version)
-    return label_assignment_update(
-        actor=actor,
-        assignment=assignment,
-        data=content,
-        action=AuditAction.ROLLBACK,
-        note=f"rollback to version {version}",
-        expected_version=expected_version,
-        force=force,
-    )
-
-
-def label_assignment_set_enabled(
-    *, actor: Any, assignment: LabelAssignment, enabled: bool, force: bool = False
-) -> LabelAssignment:
-    content = label_assignment_content(assignment)
-    content["enabled"] = enabled
-    action = AuditAction.ENABLE if enabled else AuditAction.DISABLE
-    return label_assignment_update(
-        actor=actor,
-        assignment=assignment,
-        data=content,
-        action=action,
-        note="enabled" if enabled else "disabled",
-        force=force,
-    )
-
-
-@transaction.atomic
-def label_assignment_delete(
-    *,
-    actor: Any,
-    assignment: LabelAssignment,
-    expected_version: int | None = None,
-    force: bool = False,
-) -> None:
-    locked = LabelAssignment.objects.select_for_update().get(pk=assignment.pk)
-    _check_version(locked.version, expected_version)
-    guard_assignment_change(locked.name, None, force=force)
-    gates.check("label_assignment", locked, None, actor, "", force)
-    before = label_assignment_content(locked)
-    cluster_before = locked.cluster_id
-    locked.delete()
-    record_change(
-        actor=actor,
-        action=AuditAction.DELETE,
-        object_type="label_assignment",
-        object_name=before["name"],
-        before=before,
-        clusters=_clusters_touched(cluster_before),
-    )
-
-
-def delete_cluster_objects(*, cluster: Cluster, actor: Any, **_signal: Any) -> None:
-    """Delete the policies and label assignments of a cluster being deleted, each audited
-    (the ``inventory.hooks.cluster_deleting`` receiver). Deleting the cluster was asked for, so
-    its expectations go with it (``force``)."""
-    for policy in cluster.policies.all():
-        policy_delete(actor=actor, policy=policy, force=True)
-    for assignment in cluster.label_assignments.all():
-        label_assignment_delete(actor=actor, assignment=assignment, force=True)

@@ -17,8 +17,9 @@ from inventory.imports import nodes_import
 from inventory.models import Cluster, ClusterSource, Node, Pod, UnknownNodeAction
 from inventory.pod_services import pods_replace_static
 from inventory.services import cluster_create
+from policies.assignment_services import label_assignment_create
 from policies.models import LabelAssignment, Policy
-from policies.services import label_assignment_create, policy_create
+from policies.services import policy_create
 
 DEMO_CLUSTER = "demo"
 REGION = "eu-west-1"

@@ -10,10 +10,10 @@ class ResourcesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from inventory import hooks
+        from inventory import signals
         from resources import ledger, services
 
-        hooks.cluster_deleting.connect(
+        signals.cluster_deleting.connect(
             services.delete_cluster_resources, dispatch_uid="resources.cluster_deleting"
         )
-        hooks.pods_written.connect(ledger.confirm, dispatch_uid="resources.pods_written")
+        signals.pods_written.connect(ledger.confirm, dispatch_uid="resources.pods_written")

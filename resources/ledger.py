@@ -10,7 +10,7 @@ the database's write lock at once). So:
 - :func:`reserve` locks, drops the expired reservations, reads what is allocated on the node in
   one statement (the bound pods and the live reservations together: ``accounting.allocation``),
   and either inserts the reservations or raises :class:`InsufficientCapacity`;
-- :func:`confirm` (the ``inventory.hooks.pods_written`` receiver, inside the inventory's write
+- :func:`confirm` (the ``inventory.signals.pods_written`` receiver, inside the inventory's write
   transaction) locks before it deletes the reservations of the pods the inventory now has bound
   or gone, so a binder never reads between the pod's write and its reservation's removal;
 - :func:`release` (a refused Binding), :func:`expire` and :func:`drop_resource` lock too.
@@ -208,7 +208,7 @@ def drop_resource(cluster_id: int, name: str) -> None:
 def confirm(
     *, cluster: Cluster, bound_uids: set[str], gone: set[tuple[str, str]], **_signal: Any
 ) -> None:
-    """The ``inventory.hooks.pods_written`` receiver, in the inventory write's transaction: a
+    """The ``inventory.signals.pods_written`` receiver, in the inventory write's transaction: a
     reservation whose pod the inventory now has bound is counted through the pod from now on,
     and one whose pod is gone holds nothing; both are dropped, under the ledger lock (so the
     pod's write and the reservation's removal commit while no binder is reading)."""

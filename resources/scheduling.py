@@ -1,25 +1,22 @@
 """Managed resources in the portal's own scheduler (docs/managed-resources.md, "The own
-scheduler"): the extension ``run_scheduler`` registers with ``scheduler.hooks``.
+scheduler"): the extension ``run_scheduler`` registers with ``scheduler.extensions``.
 
 Structural: this module does not import the scheduler. For each attempt it reads the free amounts
 once (``accounting.free_by_node``) and rejects the nodes short of what the pod requests with
-the extender's reason (``insufficient <resource>``); when the scheduler picks a node it reserves
-there through ``ledger.hold`` — the same check-and-reserve under the cluster's ledger lock the
-extender's bind uses, so the scheduler and every extender replica share one count — and gives
-the reservation back when the binding fails. A reservation the binding confirmed ends when
-the pod inventory sees the pod bound, as for the extender.
+the extender's reason (``insufficient <resource>``). Reserving the node the scheduler picks,
+the Binding and giving back are not here: the scheduler follows ``resources.binding`` (reserve
+under the cluster's ledger lock, Binding, confirm or give back), the protocol the extender's
+bind follows, so the scheduler and every extender replica share one count.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 from engine.managed import insufficient_reason
 from inventory.models import Cluster
 from resources.accounting import free_by_node
-from resources.ledger import Hold, InsufficientCapacity, PodRef, hold, reservation_seconds
 from resources.models import ManagedResource
 
 # How long the set of managed resource names is reused before it is read again.
@@ -27,18 +24,13 @@ NAMES_TTL_SECONDS = 5.0
 
 
 class ManagedResourcesExtension:
-    """``scheduler.hooks.Extension`` for managed resources."""
+    """``scheduler.extensions.Extension`` for managed resources."""
 
     name = "managed-resources"
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._names: frozenset[str] = frozenset()
         self._names_read = 0.0
-        # (cluster, pod uid) -> (when, reservations): what to give back if the binding fails.
-        # A binding that succeeds leaves its entry to age out (the reservation itself ends when
-        # the inventory sees the pod bound, or expires).
-        self._held: dict[tuple[str, str], tuple[float, Hold]] = {}
 
     @property
     def resources(self) -> frozenset[str]:
@@ -72,29 +64,3 @@ class ManagedResourcesExtension:
             return None
 
         return check if wanted else None
-
-    def reserve(self, cluster: str, pod: Any, node: str) -> str | None:
-        if not self._wanted(pod):
-            return None
-        found = Cluster.objects.filter(name=cluster).first()
-        if found is None:
-            return None
-        ref = PodRef(pod.namespace, pod.name, pod.uid, dict(pod.spec.requests))
-        try:
-            held = hold(found, ref, node)
-        except InsufficientCapacity as error:
-            return insufficient_reason(error.resource)
-        now = time.monotonic()
-        with self._lock:
-            horizon = now - reservation_seconds()
-            for key in [k for k, (at, _) in self._held.items() if at < horizon]:
-                del self._held[key]
-            if held is not None:
-                self._held[(cluster, pod.uid)] = (now, held)
-        return None
-
-    def release(self, cluster: str, pod: Any, node: str) -> None:
-        with self._lock:
-            entry = self._held.pop((cluster, pod.uid), None)
-        if entry is not None:
-            entry[1].release()

@@ -191,6 +191,7 @@ def managed_resource_delete(
 
 
 def delete_cluster_resources(*, cluster: Cluster, actor: Any, **_signal: Any) -> None:
-    """The ``inventory.hooks.cluster_deleting`` receiver: each managed resource deleted, audited."""
+    """The ``inventory.signals.cluster_deleting`` receiver: each managed resource deleted,
+    audited."""
     for resource in ManagedResource.objects.filter(cluster=cluster):
         managed_resource_delete(actor=actor, resource=resource)

@@ -6,7 +6,7 @@ docs/own-scheduler.md explains the choices; in short:
   NodeUnschedulable, NodeName, TaintToleration, node readiness, NodeAffinity, NodePorts,
   NodeResourcesFit against allocatable minus the pods on the node and the assumed ones), then
   the portal's enforce policies (the pod's ``PolicySetTable`` from the snapshot, as the
-  extender's filter verb judges it), then the extensions' checks (``scheduler.hooks``). The
+  extender's filter verb judges it), then the extensions' checks (``scheduler.extensions``). The
   first stage that fails gives the node's reasons, counted into kube-scheduler's
   FailedScheduling summary (``engine.fit.summary``).
 - like kube-scheduler, it stops looking once it has found ``nodes_to_find`` feasible nodes
@@ -30,7 +30,7 @@ from engine.evaluate import PolicySetTable, unknown_node_reason
 from engine.pods import PodFacts
 from engine.podspec import PodSpecFacts
 from engine.snapshot import ClusterSnapshot
-from scheduler.hooks import NodeCheck
+from scheduler.extensions import NodeCheck
 from scheduler.queue import QueuedPod
 
 LEAST_ALLOCATED_RESOURCES = ("cpu", "memory")
@@ -149,6 +149,138 @@ class StaticVerdicts:
 _EMPTY_USAGE = fit.NodeUsage()
 
 
+class _Filter:
+    """The per-node filter of one cycle, stage by stage (module docstring): the basic fit (its
+    node-only half from ``statics``, judged once per pod shape, then ``engine.fit``'s usage half
+    against the node's usage), the policies, the extensions' checks. Each stage that rejects a
+    node counts its reasons into the outcome and describes the first ``MAX_REJECTED`` nodes."""
+
+    def __init__(
+        self,
+        outcome: Outcome,
+        spec: PodSpecFacts,
+        cluster: ClusterSnapshot | None,
+        usage: Mapping[str, fit.NodeUsage],
+        static: list[fit.FitDetail | None],
+        checks: Sequence[NodeCheck],
+        ignored_resources: frozenset[str],
+    ) -> None:
+        self.outcome = outcome
+        self.spec = spec
+        self.usage = usage
+        self.static = static
+        self.checks = checks
+        self.ignored_resources = ignored_resources
+        self.requests = fit.counted_requests(spec, ignored_resources)
+        table = outcome.table
+        self.reject = table.reject if table is not None else None
+        self.reject_detail = table.reject_detail if table is not None else {}
+        self.rules = table.reason_rules if table is not None else {}
+        self.deny_unknown = cluster is not None and cluster.unknown_node_action == "deny"
+        self.unknown = unknown_node_reason(cluster.name) if cluster is not None else ""
+        # (position in outcome.rejected, node): a NodeResourcesFit or NodePorts rejection is
+        # described with its values (engine.fit.usage_fit) only if nothing fits.
+        self.undescribed: list[tuple[int, fit.FitNode]] = []
+
+    def passes(self, index: int, node: fit.FitNode) -> bool:
+        """Whether node ``index`` is feasible; a rejection is counted. The stages a cycle does
+        not need (no policies, no extensions) cost nothing: the loop runs over every node."""
+        name = node.name
+        detail = self.static[index]
+        if detail is not None:
+            self._count(detail.reasons, name, f"{', '.join(detail.reasons)}: {detail.detail}")
+            return False
+        reasons = fit.usage_reasons(self.spec, node, self.usage.get(name), self.requests)
+        if reasons is not None:
+            counts = self.outcome.reasons
+            for reason in reasons:
+                counts[reason] = counts.get(reason, 0) + 1
+            rejected = self.outcome.rejected
+            if len(rejected) < MAX_REJECTED:
+                self.undescribed.append((len(rejected), node))
+                rejected.append((name, ", ".join(reasons)))
+            return False
+        if self.reject is not None and not self._allowed(name):
+            return False
+        return not self.checks or self._checked(name)
+
+    def describe_rejected(self) -> None:
+        """Nothing fits: add the values to the resource and port rejections."""
+        rejected = self.outcome.rejected
+        for position, node in self.undescribed:
+            full = fit.usage_fit(
+                self.spec, node, self.usage.get(node.name), ignored_resources=self.ignored_resources
+            )
+            if full is not None:
+                name, reasons_text = rejected[position]
+                rejected[position] = (name, f"{reasons_text}: {full.detail}")
+
+    def _count(self, reasons: Sequence[str], name: str, text: str) -> None:
+        counts = self.outcome.reasons
+        for reason in reasons:
+            counts[reason] = counts.get(reason, 0) + 1
+        if len(self.outcome.rejected) < MAX_REJECTED:
+            self.outcome.rejected.append((name, text))
+
+    def _allowed(self, name: str) -> bool:
+        assert self.reject is not None
+        verdict = self.reject.get(name, self.unknown)
+        if verdict is self.unknown:
+            verdict = self.unknown if self.deny_unknown else None
+        if not verdict:
+            return True
+        self._count((verdict,), name, self.reject_detail.get(name, verdict))
+        rule = self.rules.get(verdict)
+        if rule is not None:
+            by_rule = self.outcome.rejections_by_rule
+            by_rule[rule] = by_rule.get(rule, 0) + 1
+        return False
+
+    def _checked(self, name: str) -> bool:
+        for check in self.checks:
+            refused = check(name)
+            if refused:
+                self._count((refused,), name, refused)
+                return False
+        return True
+
+
+def _scores(
+    spec: PodSpecFacts,
+    feasible: Sequence[fit.FitNode],
+    usage: Mapping[str, fit.NodeUsage],
+    table: PolicySetTable | None,
+    weights: Weights,
+) -> list[tuple[str, int]]:
+    """(node, score) of the feasible nodes, in their order (module docstring)."""
+    if table is not None and table.scored and len(feasible) > 1:
+        policy_scores = table.scores.scores([node.name for node in feasible])
+    else:
+        policy_scores = [0] * len(feasible)
+    rate = weights.least_allocated if len(feasible) > 1 else 0
+    scale = weights.policy * EXTENDER_SCALE
+    if not rate:
+        return [(n.name, scale * s) for n, s in zip(feasible, policy_scores, strict=True)]
+    # least_allocated, inline: the scoring loop runs over hundreds of nodes per pod.
+    scored: list[tuple[str, int]] = []
+    want_cpu = spec.requests.get("cpu", 0)
+    want_memory = spec.requests.get("memory", 0)
+    for node, policy_score in zip(feasible, policy_scores, strict=True):
+        used = usage.get(node.name) or _EMPTY_USAGE
+        allocatable = node.allocatable
+        share = 0
+        cpu = allocatable.get("cpu", 0)
+        after = used.requested.get("cpu", 0) + want_cpu
+        if cpu > 0 and after <= cpu:
+            share += (cpu - after) * MAX_NODE_SCORE // cpu
+        memory = allocatable.get("memory", 0)
+        after = used.requested.get("memory", 0) + want_memory
+        if memory > 0 and after <= memory:
+            share += (memory - after) * MAX_NODE_SCORE // memory
+        scored.append((node.name, scale * policy_score + rate * (share // 2)))
+    return scored
+
+
 def schedule_one(
     pod: QueuedPod,
     nodes: Sequence[fit.FitNode],
@@ -165,136 +297,34 @@ def schedule_one(
 ) -> Outcome:
     """Filter, score and pick a node for ``pod`` (module docstring).
 
-    The per-node filter is ``engine.fit.basic_fit`` split in two: the node-only predicates from
-    ``statics`` (judged once per pod shape), then host ports and resources against the node's
-    usage, inline; the reasons and their order are basic_fit's."""
+    The per-node filter is ``engine.fit.basic_fit`` in its two halves: the node-only
+    predicates from ``statics`` (judged once per pod shape), then the usage half against the
+    node's usage (``engine.fit.usage_reasons``; ``usage_fit`` adds the values when nothing
+    fits); then the policies and the extensions (``_Filter``)."""
     total = len(nodes)
     outcome = Outcome(node=None, nodes_total=total)
     if not total:
         return outcome
-    table = policy_table(cluster, pod)
-    outcome.table = table
-    reject = table.reject if table is not None else None
-    rules = table.reason_rules if table is not None else {}
-    deny_unknown = cluster is not None and cluster.unknown_node_action == "deny"
-    unknown = unknown_node_reason(cluster.name) if cluster is not None else ""
-    wanted = nodes_to_find(total, percentage)
-    reasons = outcome.reasons
-    rejected = outcome.rejected
-    feasible = outcome.feasible
-    by_rule = outcome.rejections_by_rule
+    outcome.table = policy_table(cluster, pod)
     spec = pod.spec
     static = (statics or StaticVerdicts()).get(spec, nodes)
-    requests = [
-        (r, v)
-        for r, v in spec.requests.items()
-        if v > 0 and r != "pods" and r not in ignored_resources
-    ]
-    host_ports = spec.host_ports
+    judge = _Filter(outcome, spec, cluster, usage, static, checks, ignored_resources)
+    wanted = nodes_to_find(total, percentage)
     feasible_nodes: list[fit.FitNode] = []
-    undescribed: list[tuple[int, fit.FitNode]] = []
     judged = 0
     index = start % total
-    while judged < total and len(feasible) < wanted:
+    while judged < total and len(feasible_nodes) < wanted:
         node = nodes[index]
-        detail = static[index]
+        if judge.passes(index, node):
+            outcome.feasible.append(node.name)
+            feasible_nodes.append(node)
         index = index + 1 if index + 1 < total else 0
         judged += 1
-        name = node.name
-        if detail is None:
-            used = usage.get(name) or _EMPTY_USAGE
-            failed: list[str] | None = None
-            if host_ports and used.host_ports:
-                for want in host_ports:
-                    if any(want.conflicts(taken) for taken in used.host_ports):
-                        failed = [fit.NODE_PORTS]
-                        break
-            if failed is None:
-                allocatable = node.allocatable
-                taken = used.requested
-                if used.pods + 1 > allocatable.get("pods", 0):
-                    failed = [fit.TOO_MANY_PODS]
-                for resource, amount in requests:
-                    if amount > allocatable.get(resource, 0) - taken.get(resource, 0):
-                        if failed is None:
-                            failed = []
-                        failed.append(fit.insufficient(resource))
-            if failed is not None:
-                for reason in failed:
-                    reasons[reason] = reasons.get(reason, 0) + 1
-                if len(rejected) < MAX_REJECTED:
-                    # The values (requested, free) are worked out only if nothing fits.
-                    undescribed.append((len(rejected), node))
-                    rejected.append((name, ", ".join(failed)))
-                continue
-        else:
-            for reason in detail.reasons:
-                reasons[reason] = reasons.get(reason, 0) + 1
-            if len(rejected) < MAX_REJECTED:
-                rejected.append((name, f"{', '.join(detail.reasons)}: {detail.detail}"))
-            continue
-        if reject is not None:
-            verdict = reject.get(name, unknown)
-            if verdict is unknown:
-                verdict = unknown if deny_unknown else None
-            if verdict:
-                reasons[verdict] = reasons.get(verdict, 0) + 1
-                if len(rejected) < MAX_REJECTED:
-                    detail_text = table.reject_detail.get(name, verdict) if table else verdict
-                    rejected.append((name, detail_text))
-                rule = rules.get(verdict)
-                if rule is not None:
-                    by_rule[rule] = by_rule.get(rule, 0) + 1
-                continue
-        refused = None
-        for check in checks:
-            refused = check(name)
-            if refused:
-                break
-        if refused:
-            reasons[refused] = reasons.get(refused, 0) + 1
-            if len(rejected) < MAX_REJECTED:
-                rejected.append((name, refused))
-            continue
-        feasible.append(name)
-        feasible_nodes.append(node)
     outcome.next_start = index
-    if not feasible:
-        for position, node in undescribed:
-            full = fit.basic_fit(
-                spec, node, usage.get(node.name), ignored_resources=ignored_resources
-            )
-            if full is not None:
-                name, reasons_text = rejected[position]
-                rejected[position] = (name, f"{reasons_text}: {full.detail}")
+    if not feasible_nodes:
+        judge.describe_rejected()
         return outcome
-    if table is not None and table.scored and len(feasible) > 1:
-        policy_scores = table.scores.scores(feasible)
-    else:
-        policy_scores = [0] * len(feasible)
-    scored: list[tuple[str, int]] = []
-    rate = weights.least_allocated if len(feasible) > 1 else 0
-    scale = weights.policy * EXTENDER_SCALE
-    if not rate:
-        scored = [(n.name, scale * s) for n, s in zip(feasible_nodes, policy_scores, strict=True)]
-    else:
-        # least_allocated, inline: the scoring loop runs over hundreds of nodes per pod.
-        want_cpu = spec.requests.get("cpu", 0)
-        want_memory = spec.requests.get("memory", 0)
-        for node, policy_score in zip(feasible_nodes, policy_scores, strict=True):
-            name = node.name
-            used = usage.get(name) or _EMPTY_USAGE
-            allocatable = node.allocatable
-            share = 0
-            cpu = allocatable.get("cpu", 0)
-            after = used.requested.get("cpu", 0) + want_cpu
-            if cpu > 0 and after <= cpu:
-                share += (cpu - after) * MAX_NODE_SCORE // cpu
-            memory = allocatable.get("memory", 0)
-            after = used.requested.get("memory", 0) + want_memory
-            if memory > 0 and after <= memory:
-                share += (memory - after) * MAX_NODE_SCORE // memory
-            scored.append((name, scale * policy_score + rate * (share // 2)))
+    scored = _scores(spec, feasible_nodes, usage, outcome.table, weights)
     best = max(score for _, score in scored)
     winners = [name for name, score in scored if score == best]
     outcome.node = winners[0] if len(winners) == 1 else (rng or random).choice(winners)

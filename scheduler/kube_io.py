@@ -1,7 +1,8 @@
 """The own scheduler's writes to the API server: Bindings, the PodScheduled condition, Events.
 
 Made with the official client on the cluster's checked credentials (``inventory.kube``); the
-Binding itself is ``inventory.binding.create_binding``, the call the extender's bind makes too;
+Binding itself is step 2 of ``resources.binding`` (reserve, Binding, confirm or give back), the
+protocol the extender's bind follows too;
 the other replies are read raw (``_preload_content=False``) as it does.
 """
 
@@ -15,9 +16,11 @@ from datetime import UTC, datetime
 from itertools import count
 from typing import Any
 
-from inventory.binding import BindingFailed, create_binding
+from inventory.binding import BindingFailed
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
 from inventory.models import Cluster
+from resources import binding
+from resources.binding import PodRef
 from scheduler.queue import QueuedPod
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
@@ -25,11 +28,21 @@ STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 
 class BindFailed(Exception):
     """The binding was not created. ``conflict``: the pod is already bound (by another
-    scheduler, or by a previous leader) or was replaced — do not retry it."""
+    scheduler, or by a previous leader) or was replaced — do not retry it. ``failure``: the API
+    server's answer, which says whether a reservation goes back (``resources.binding.settle``);
+    None when the call never got one of its own."""
 
-    def __init__(self, message: str, *, conflict: bool = False) -> None:
+    def __init__(
+        self, message: str, *, conflict: bool = False, failure: BindingFailed | None = None
+    ) -> None:
         super().__init__(message)
         self.conflict = conflict
+        self.failure = failure
+
+
+def pod_ref(pod: QueuedPod) -> PodRef:
+    """The pod as the reservation protocol names it."""
+    return PodRef(pod.namespace, pod.name, pod.uid, dict(pod.spec.requests))
 
 
 def _now() -> str:
@@ -57,9 +70,9 @@ class ClusterClient:
 
     def bind(self, pod: QueuedPod, node: str) -> None:
         try:
-            create_binding(self.api, namespace=pod.namespace, name=pod.name, uid=pod.uid, node=node)
+            binding.create(self.api, pod_ref(pod), node)
         except BindingFailed as exc:
-            raise BindFailed(str(exc), conflict=exc.conflict) from None
+            raise BindFailed(str(exc), conflict=exc.conflict, failure=exc) from None
 
     def mark_unschedulable(self, pod: QueuedPod, message: str) -> None:
         """``PodScheduled=False, reason=Unschedulable`` with kube-scheduler's message."""

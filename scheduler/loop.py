@@ -10,11 +10,12 @@ One pod at a time, as kube-scheduler does (docs/own-scheduler.md):
    pending pods to the queue, and give the unschedulable pods another chance.
 2. pop the next pod (priority, then age) and run ``algorithm.schedule_one`` over the cluster's
    nodes with the usage of the pods on them plus the assumed ones, the compiled snapshot's
-   policies and the extensions' checks (``scheduler.hooks``).
-3. a node was chosen: reserve it in the extensions, assume the pod on it, and send the binding
-   from a worker thread (the next pod is scheduled meanwhile). A failed binding forgets the
-   assumption, releases the reservations and puts the pod back in the queue with backoff; a
-   successful one writes a ``Scheduled`` event.
+   policies and the extensions' checks (``scheduler.extensions``).
+3. a node was chosen: reserve the managed resources the pod requests there, assume the pod on
+   it, and send the binding from a worker thread (the next pod is scheduled meanwhile): the
+   binders' one protocol, ``resources.binding``. A failed binding forgets the assumption,
+   settles the reservation (a refused Binding gives it back) and puts the pod back in the queue
+   with backoff; a successful one writes a ``Scheduled`` event.
 4. nothing fits: ``PodScheduled=False`` (reason ``Unschedulable``, kube-scheduler's
    "0/N nodes are available: ..." message) and a ``FailedScheduling`` event, from a worker
    thread; the pod waits in the queue until the cluster changes and its backoff is over.
@@ -42,13 +43,16 @@ from django.db import close_old_connections, connections
 from django.utils import timezone
 
 from decisions.records import CallRecord
+from engine.managed import insufficient_reason
 from engine.quantities import format_amount
 from engine.snapshot import Snapshot
 from inventory.models import Cluster
 from policies.compile import current_snapshot
-from scheduler import hooks, metrics
+from resources import binding
+from resources.binding import Hold, InsufficientCapacity
+from scheduler import extensions, metrics
 from scheduler.algorithm import Outcome, StaticVerdicts, Weights, schedule_one
-from scheduler.kube_io import BindFailed, ClusterClient
+from scheduler.kube_io import BindFailed, ClusterClient, pod_ref
 from scheduler.queue import QueuedPod, SchedulingQueue
 from scheduler.state import ClusterState
 
@@ -110,6 +114,8 @@ class ClusterScheduler:
         self.rng = rng or random.Random()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bind-{self.name}")
         self.results: queues.SimpleQueue[_BindResult] = queues.SimpleQueue()
+        # pod uid -> its managed resources reserved for the Binding in flight.
+        self.holds: dict[str, Hold] = {}
         self.snapshot: Snapshot | None = None
         self.next_start = 0
         self.markers: tuple[int, int] | None = None
@@ -233,7 +239,7 @@ class ClusterScheduler:
         started = time.perf_counter()
         snapshot = self.snapshot
         cluster = snapshot.clusters.get(self.name) if snapshot is not None else None
-        checks = hooks.prepare_checks(self.name, pod)
+        checks = extensions.prepare_checks(self.name, pod)
         outcome = schedule_one(
             pod,
             self.state.nodes,
@@ -245,7 +251,7 @@ class ClusterScheduler:
             percentage=self.percentage,
             rng=self.rng,
             statics=self.statics,
-            ignored_resources=hooks.managed_resources(),
+            ignored_resources=extensions.managed_resources(),
         )
         self.next_start = outcome.next_start
         now = time.monotonic()
@@ -258,7 +264,7 @@ class ClusterScheduler:
             pod.condition_message = message
             self.pool.submit(self._report_unschedulable, pod, message, patch)
         else:
-            refusal = hooks.reserve_all(self.name, pod, node)
+            refusal = self._reserve(pod, node)
             if refusal:
                 result = "error"
                 logger.warning("%s: %s refused node %s: %s", pod.key, "reserve", node, refusal)
@@ -274,6 +280,19 @@ class ClusterScheduler:
         if self.record is not None:
             self._record(pod, outcome, elapsed, snapshot)
         return outcome
+
+    def _reserve(self, pod: QueuedPod, node: str) -> str | None:
+        """Step 1 of the binders' protocol (``resources.binding``) on the loop's thread: the
+        managed resources the pod requests on ``node``, or why the node cannot take them."""
+        try:
+            held = binding.reserve(
+                self.cluster, pod_ref(pod), node, managed=extensions.managed_resources()
+            )
+        except InsufficientCapacity as exc:
+            return f"managed-resources: {insufficient_reason(exc.resource)}"
+        if held is not None:
+            self.holds[pod.uid] = held
+        return None
 
     # -- worker threads --------------------------------------------------------------------
 
@@ -320,6 +339,8 @@ class ClusterScheduler:
         self.in_flight_binds -= 1
         now = time.monotonic()
         if error is None:
+            # Confirmed when the watcher sees the pod bound (resources.binding, step 3).
+            self.holds.pop(pod.uid, None)
             self.state.bound(pod.uid)
             self.queue.done(pod)
             metrics.POD_SCHEDULING_DURATION.labels(self.name).observe(
@@ -327,7 +348,7 @@ class ClusterScheduler:
             )
             return
         self.state.forget(pod.uid)
-        hooks.release_all(self.name, pod, node)
+        binding.settle(self.holds.pop(pod.uid, None), error.failure)
         metrics.ATTEMPTS.labels(self.name, "error").inc()
         if error.conflict:
             logger.info("%s: not bound to %s: %s", pod.key, node, error)

@@ -21,8 +21,8 @@ def _no_snapshot_from_another_test():
     pass for the next's."""
     from decisions import dimensions, partitions
     from extender.holder import holder
-    from inventory.pod_verdicts import forget_verdicts
     from policies.compile import forget
+    from policies.pod_verdicts import forget_verdicts
 
     holder.snapshot = None
     forget()

@@ -9,7 +9,8 @@ from django.contrib.auth import get_user_model
 
 from inventory.models import Cluster, ClusterSource
 from inventory.services import cluster_create, nodes_apply
-from policies.services import label_assignment_create, policy_create
+from policies.assignment_services import label_assignment_create
+from policies.services import policy_create
 
 
 class UserFactory(factory.django.DjangoModelFactory):

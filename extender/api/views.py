@@ -32,6 +32,7 @@ from extender.config.scheduler_config import (
     KUBEADM_KUBECONFIG,
     MANAGED_NOTE,
     SUPPORTED_MINORS,
+    SchedulerConfigOptions,
     external_url_warnings,
     managed_warnings,
     parse_options,
@@ -215,6 +216,24 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
     def get(self, request: Request, name: str, *args: Any, **kwargs: Any) -> HttpResponse:
         cluster = get_object_or_404(Cluster, name=name)
         fmt = response_format(request)
+        options, warnings = self._options(request, cluster)
+        native = native_profile_of(cluster) if options.mode == "native" else None
+        hidden = hidden_by_sampling(cluster.name, native)
+        if hidden:
+            options = replace(options, percentage_of_nodes_to_score=FULL_SCORING)
+            warnings.append(sampling_warning(hidden))
+        if native is not None and not options.bundle:
+            response = self._native(cluster, options, native, fmt, warnings)
+        else:
+            response = self._documents(cluster, options, fmt, warnings)
+        if warnings:
+            response.headers["Warning"] = ", ".join(warning_header(w) for w in warnings)
+        return response
+
+    @staticmethod
+    def _options(request: Request, cluster: Cluster) -> tuple[SchedulerConfigOptions, list[str]]:
+        """The options the query asks for, with the cluster's managed resources, and the
+        warnings about them (external URL, TLS, managed resources)."""
         default_url, configured = external_url(request)
         options = parse_options(
             request.query_params, default_base_url=default_url, bind_enabled=cluster.bind_enabled
@@ -236,41 +255,47 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
             )
             + managed_warnings(cluster.name, options)
         )
-        native = native_profile_of(cluster) if options.mode == "native" else None
-        hidden = hidden_by_sampling(cluster.name, native)
-        if hidden:
-            options = replace(options, percentage_of_nodes_to_score=FULL_SCORING)
-            warnings.append(sampling_warning(hidden))
+        return options, warnings
+
+    @staticmethod
+    def _native(
+        cluster: Cluster,
+        options: SchedulerConfigOptions,
+        native: NativeProfile,
+        fmt: str,
+        warnings: list[str],
+    ) -> HttpResponse:
+        """mode=native: the configuration with the rules compiled into the default profile,
+        and those that could not be, as comments or a list."""
+        config = scheduler_configuration(
+            cluster.name,
+            options,
+            scheduler_name="default-scheduler",
+            leader=False,
+            plugin_config=native.plugin_config(),
+        )
+        if fmt == "json":
+            return Response({"configuration": config, "not_compiled": native.not_compiled})
+        comments = "".join(f"# WARNING: {w}\n" for w in warnings)
+        comments += "".join(
+            f"# not compiled, needs the extender: {n['policy']}/{n['rule']}: {n['reason']}\n"
+            for n in native.not_compiled
+        )
+        return HttpResponse(
+            comments + yaml_dump(config), content_type="application/yaml; charset=utf-8"
+        )
+
+    @staticmethod
+    def _documents(
+        cluster: Cluster, options: SchedulerConfigOptions, fmt: str, warnings: list[str]
+    ) -> HttpResponse:
+        """The configuration, or with ``bundle`` the manifests that run it as a v1 List."""
         bundle = options.bundle
+        documents: Any
         if bundle == "second-scheduler":
-            documents: Any = second_scheduler_bundle(cluster.name, options)
+            documents = second_scheduler_bundle(cluster.name, options)
         elif bundle == "kubeadm":
             documents = kubeadm_bundle(cluster.name, options)
-        elif native is not None:
-            config = scheduler_configuration(
-                cluster.name,
-                options,
-                scheduler_name="default-scheduler",
-                leader=False,
-                plugin_config=native.plugin_config(),
-            )
-            warnings_yaml = [
-                f"not compiled, needs the extender: {n['policy']}/{n['rule']}: {n['reason']}"
-                for n in native.not_compiled
-            ]
-            if fmt == "json":
-                response: HttpResponse = Response(
-                    {"configuration": config, "not_compiled": native.not_compiled}
-                )
-            else:
-                comments = "".join(f"# WARNING: {w}\n" for w in warnings)
-                comments += "".join(f"# {line}\n" for line in warnings_yaml)
-                response = HttpResponse(
-                    comments + yaml_dump(config), content_type="application/yaml; charset=utf-8"
-                )
-            if warnings:
-                response.headers["Warning"] = ", ".join(warning_header(w) for w in warnings)
-            return response
         else:
             documents = scheduler_configuration(
                 cluster.name, options, scheduler_name="default-scheduler", leader=False
@@ -279,17 +304,14 @@ class SchedulerConfigView(NulGuardMixin, JSONUnlessYAMLMixin, APIView):
             # One object in either format, which kubectl apply -f reads: a v1 List.
             documents = {"apiVersion": "v1", "kind": "List", "items": documents}
         if fmt == "json":
-            response = Response(documents)
-        else:
-            text = yaml_dump(documents)
-            comments = "".join(f"# WARNING: {w}\n" for w in warnings)
-            if options.portal_managed:
-                comments += "".join(f"# {line}\n" for line in wrap(MANAGED_NOTE, 96))
-            response = HttpResponse(comments + text, content_type="application/yaml; charset=utf-8")
-            suffix = f"-{bundle}" if bundle else ""
-            response["Content-Disposition"] = (
-                f'inline; filename="{cluster.name}-scheduler-config{suffix}.yaml"'
-            )
-        if warnings:
-            response.headers["Warning"] = ", ".join(warning_header(w) for w in warnings)
+            return Response(documents)
+        text = yaml_dump(documents)
+        comments = "".join(f"# WARNING: {w}\n" for w in warnings)
+        if options.portal_managed:
+            comments += "".join(f"# {line}\n" for line in wrap(MANAGED_NOTE, 96))
+        response = HttpResponse(comments + text, content_type="application/yaml; charset=utf-8")
+        suffix = f"-{bundle}" if bundle else ""
+        response["Content-Disposition"] = (
+            f'inline; filename="{cluster.name}-scheduler-config{suffix}.yaml"'
+        )
         return response

@@ -173,12 +173,11 @@ def _csv(raw: str | None) -> list[str]:
     return [item.strip() for item in (raw or "").split(",") if item.strip()]
 
 
-def parse_options(
-    query: Mapping[str, str], *, default_base_url: str, bind_enabled: bool
-) -> SchedulerConfigOptions:
-    """Options from query parameters; ContentError naming each bad parameter."""
-    errors: dict[str, list[str]] = {}
-    base_url = (query.get("base_url") or default_base_url).strip()
+Errors = dict[str, list[str]]
+
+
+def _base_url(query: Mapping[str, str], default: str, errors: Errors) -> str:
+    base_url = (query.get("base_url") or default).strip()
     parts = urlsplit(base_url)
     if any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in base_url):
         # urlsplit drops tabs and newlines silently; the URL would go out with them.
@@ -187,41 +186,55 @@ def parse_options(
         errors["base_url"] = ["Must be an http:// or https:// URL with a host."]
     elif parts.query or parts.fragment:
         errors["base_url"] = ["Must not carry a query or fragment."]
+    return base_url
 
+
+def _verbs(query: Mapping[str, str], bind_enabled: bool, errors: Errors) -> list[str]:
     verbs_raw = query.get("verbs")
     if verbs_raw is None:
-        verbs = [*DEFAULT_VERBS, *(["bind"] if bind_enabled else [])]
-    else:
-        verbs = _csv(verbs_raw)
-        bad = [v for v in verbs if v not in VERBS]
-        if bad or not verbs:
-            errors["verbs"] = [f"A comma list of {', '.join(VERBS)}; got {verbs_raw!r}."]
-        elif "bind" in verbs and not bind_enabled:
-            errors["verbs"] = ["bind needs a cluster with bind_enabled."]
-        elif len(set(verbs)) != len(verbs):
-            errors["verbs"] = ["Each verb at most once."]
+        return [*DEFAULT_VERBS, *(["bind"] if bind_enabled else [])]
+    verbs = _csv(verbs_raw)
+    bad = [v for v in verbs if v not in VERBS]
+    if bad or not verbs:
+        errors["verbs"] = [f"A comma list of {', '.join(VERBS)}; got {verbs_raw!r}."]
+    elif "bind" in verbs and not bind_enabled:
+        errors["verbs"] = ["bind needs a cluster with bind_enabled."]
+    elif len(set(verbs)) != len(verbs):
+        errors["verbs"] = ["Each verb at most once."]
+    return verbs
 
-    weight = 1
+
+def _weight(query: Mapping[str, str], errors: Errors) -> int:
     raw_weight = query.get("weight")
-    if raw_weight not in (None, ""):
-        if not re.fullmatch(r"[0-9]{1,10}", raw_weight) or not 0 < int(raw_weight) <= WEIGHT_MAX:
-            errors["weight"] = [f"Must be an integer in [1, {WEIGHT_MAX}]."]
-        else:
-            weight = int(raw_weight)
+    if raw_weight in (None, ""):
+        return 1
+    if not re.fullmatch(r"[0-9]{1,10}", raw_weight) or not 0 < int(raw_weight) <= WEIGHT_MAX:
+        errors["weight"] = [f"Must be an integer in [1, {WEIGHT_MAX}]."]
+        return 1
+    return int(raw_weight)
 
+
+def _http_timeout(query: Mapping[str, str], errors: Errors) -> str:
     http_timeout = query.get("http_timeout") or "2s"
     seconds = go_duration_seconds(http_timeout)
     if seconds is None:
         errors["http_timeout"] = ["Must be a Go duration such as 2s, 500ms or 1m30s."]
     elif seconds <= 0:
         errors["http_timeout"] = ["Must be positive."]
+    return http_timeout
 
+
+def _managed(query: Mapping[str, str], errors: Errors) -> list[str]:
     managed = _csv(query.get("managed_resources"))
     for name in managed:
         problems = extended_resource_errors(name)
         if problems:
             errors.setdefault("managed_resources", []).extend(f"{name!r}: {p}" for p in problems)
+    return managed
 
+
+def _names(query: Mapping[str, str], errors: Errors) -> tuple[str, str, str]:
+    """The scheduler's name, its namespace and the Kubernetes release it runs."""
     scheduler_name = query.get("scheduler_name") or DEFAULT_SCHEDULER_NAME
     if dns1123_subdomain_errors(scheduler_name):
         errors["scheduler_name"] = ["Must be a DNS-1123 subdomain such as portal-scheduler."]
@@ -234,6 +247,11 @@ def parse_options(
         supported = ", ".join(f"v{minor}.x" for minor in SUPPORTED_MINORS)
         errors["kube_version"] = [f"Must be a supported release tag ({supported}), e.g. "
                                   f"{DEFAULT_KUBE_VERSION}."]  # fmt: skip
+    return scheduler_name, namespace, kube_version
+
+
+def _shape(query: Mapping[str, str], errors: Errors) -> tuple[str, str]:
+    """The bundle (manifests around the configuration) and the mode."""
     bundle = query.get("bundle") or ""
     if bundle and bundle not in BUNDLES:
         errors["bundle"] = [f"Must be one of {', '.join(BUNDLES)}."]
@@ -242,6 +260,13 @@ def parse_options(
         errors["mode"] = ["The only mode is native."]
     elif mode and bundle:
         errors["mode"] = ["mode=native gives the configuration alone: leave bundle out."]
+    return bundle, mode
+
+
+def _files(
+    query: Mapping[str, str], bundle: str, base_url: str, errors: Errors
+) -> tuple[str, TLSFiles]:
+    """The kubeconfig path and the TLS files and server name."""
     kubeconfig = query.get("kubeconfig")
     if kubeconfig is None:
         kubeconfig = KUBEADM_KUBECONFIG if bundle == "kubeadm" else ""
@@ -259,7 +284,23 @@ def parse_options(
     tls = TLSFiles(files["tls_ca_file"], files["tls_cert_file"], files["tls_key_file"], server_name)
     if tls != TLSFiles() and not base_url.startswith("https://"):
         errors["base_url"] = ["tls_* options need an https:// URL."]
+    return kubeconfig, tls
 
+
+def parse_options(
+    query: Mapping[str, str], *, default_base_url: str, bind_enabled: bool
+) -> SchedulerConfigOptions:
+    """Options from query parameters; ContentError naming each bad parameter (each helper
+    checks one concern and adds its errors)."""
+    errors: Errors = {}
+    base_url = _base_url(query, default_base_url, errors)
+    verbs = _verbs(query, bind_enabled, errors)
+    weight = _weight(query, errors)
+    http_timeout = _http_timeout(query, errors)
+    managed = _managed(query, errors)
+    scheduler_name, namespace, kube_version = _names(query, errors)
+    bundle, mode = _shape(query, errors)
+    kubeconfig, tls = _files(query, bundle, base_url, errors)
     node_cache_capable = _bool(query.get("node_cache_capable"), True, "node_cache_capable", errors)
     ignorable = _bool(query.get("ignorable"), True, "ignorable", errors)
     if errors:

@@ -1,5 +1,5 @@
-"""Routes under /api/v1/: clusters, their sync trigger, nodes and node imports, pods, Pending
-pods and violations."""
+"""Routes under /api/v1/: clusters, their sync trigger, nodes and node imports, pods (their
+Pending pods and violations are the policies' verdicts: ``policies/api/urls.py``)."""
 
 from __future__ import annotations
 
@@ -50,11 +50,5 @@ urlpatterns = [
         "clusters/<str:cluster_name>/pods/",
         pods.PodViewSet.as_view({"get": "list"}),
         name="pod-list",
-    ),
-    path("clusters/<str:cluster_name>/pending/", pods.PendingView.as_view(), name="pending-list"),
-    path(
-        "clusters/<str:cluster_name>/violations/",
-        pods.ViolationsView.as_view(),
-        name="violation-list",
     ),
 ]

@@ -32,10 +32,10 @@ from inventory.api.serializers import (
     NodeSerializer,
     SyncQueuedSerializer,
 )
-from inventory.hooks import cluster_assignment_specs
 from inventory.imports import nodes_import, parse_node_list
 from inventory.models import Cluster, Node
 from inventory.services import cluster_create, cluster_delete, cluster_update
+from inventory.signals import cluster_assignment_specs
 
 logger = logging.getLogger(__name__)
 

@@ -28,16 +28,16 @@ from policies.admin.readonly import (
     requirement_lines,
     scope,
 )
-from policies.content import label_assignment_content
-from policies.forms import LabelAssignmentForm
-from policies.models import LabelAssignment, LabelAssignmentVersion
-from policies.preview import preview_label_assignment
-from policies.services import (
+from policies.assignment_services import (
     label_assignment_create,
     label_assignment_delete,
     label_assignment_set_enabled,
     label_assignment_update,
 )
+from policies.content import label_assignment_content
+from policies.forms import LabelAssignmentForm
+from policies.models import LabelAssignment, LabelAssignmentVersion
+from policies.preview import preview_label_assignment
 
 KEPT_VERSIONS = (
     "A deleted label assignment's versions stay (Label assignment versions, by name), with "

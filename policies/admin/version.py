@@ -20,9 +20,10 @@ from policies.admin.confirm import (
     confirmation_page,
     confirmed,
 )
+from policies.assignment_services import label_assignment_rollback
 from policies.content import policy_content
 from policies.models import LabelAssignment, LabelAssignmentVersion, Policy, PolicyVersion
-from policies.services import label_assignment_rollback, policy_restore, policy_rollback
+from policies.services import policy_restore, policy_rollback
 
 
 class DeletedFilter(admin.SimpleListFilter):

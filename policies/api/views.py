@@ -31,14 +31,16 @@ from policies.api.serializers import (
     RestoreSerializer,
     RollbackSerializer,
 )
-from policies.compile import current_snapshot
-from policies.models import LabelAssignment, LabelAssignmentVersion, Policy, PolicyVersion
-from policies.preview import preview_label_assignment, preview_policy
-from policies.services import (
+from policies.assignment_services import (
     label_assignment_create,
     label_assignment_delete,
     label_assignment_rollback,
     label_assignment_update,
+)
+from policies.compile import current_snapshot
+from policies.models import LabelAssignment, LabelAssignmentVersion, Policy, PolicyVersion
+from policies.preview import preview_label_assignment, preview_policy
+from policies.services import (
     policy_create,
     policy_delete,
     policy_restore,

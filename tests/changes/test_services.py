@@ -19,6 +19,7 @@ from changes.rules import required_for_clusters
 from core.errors import ChangeHeld, ContentError
 from core.models import AuditEntry
 from inventory.models import Cluster
+from policies import assignment_services
 from policies import services as policy_services
 from policies.models import LabelAssignment, Policy, PolicyVersion
 from tests.changes.conftest import set_rule
@@ -83,7 +84,9 @@ def test_label_assignments_are_held(people):
     set_rule(1)
     assignment = make_assignment()
     proposal = held(
-        lambda: policy_services.label_assignment_delete(actor=people["a"], assignment=assignment)
+        lambda: assignment_services.label_assignment_delete(
+            actor=people["a"], assignment=assignment
+        )
     )
     assert proposal.operation == "delete"
     assert LabelAssignment.objects.filter(pk=assignment.pk).exists()

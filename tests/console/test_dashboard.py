@@ -14,14 +14,10 @@ from decisions import store
 from decisions.records import CallRecord
 from inventory.models import Cluster, SyncState
 from inventory.services import nodes_apply
+from policies.assignment_services import label_assignment_create, label_assignment_update
 from policies.compile import forget
 from policies.models import LabelAssignment, Policy
-from policies.services import (
-    label_assignment_create,
-    label_assignment_update,
-    policy_create,
-    policy_update,
-)
+from policies.services import policy_create, policy_update
 from portal.demo import demo_seed
 from tests.factories import make_cluster, node_object
 

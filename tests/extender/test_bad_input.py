@@ -192,7 +192,7 @@ def test_bind_failure_is_reported_in_error(
     def refuse(**kwargs: Any) -> None:
         raise BindError('pods "p" not found')
 
-    monkeypatch.setattr("inventory.binding.bind_pod", refuse)
+    monkeypatch.setattr("resources.binding.bind", refuse)
     load_nodes(make_cluster("b", bind_enabled=True), [node_object("n1")])
     reload()
     response = call("/extender/b/bind", {"PodName": "p", "PodNamespace": "ml", "Node": "n1"})

@@ -170,13 +170,13 @@ def test_preempt_matches_the_example_reply(prod: Cluster, request_file: str) -> 
 
 def test_bind_answers_the_example_reply(prod: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict] = []
-    monkeypatch.setattr("inventory.binding.bind_pod", lambda **kwargs: calls.append(kwargs))
+    monkeypatch.setattr("resources.binding.bind", lambda **kwargs: calls.append(kwargs))
     response = call("/extender/prod/bind", golden_bytes("bind-args.json"))
     assert response.status == 200
     assert response.json() == golden("bind-result.json")
     (call_args,) = calls
     judge = call_args.pop("judge")
-    call_args.pop("reserve")  # managed resources: tests/extender/test_managed_resources.py
+    call_args.pop("managed")  # managed resources: tests/extender/test_managed_resources.py
     assert call_args == {
         "cluster_name": "prod",
         "namespace": "ml",
@@ -207,7 +207,7 @@ VERB_REQUESTS = [
 def test_lower_cased_keys_give_the_same_reply(
     prod: Cluster, monkeypatch: pytest.MonkeyPatch, verb: str, make_args: Any
 ) -> None:
-    monkeypatch.setattr("inventory.binding.bind_pod", lambda **kwargs: None)
+    monkeypatch.setattr("resources.binding.bind", lambda **kwargs: None)
     args = make_args()
     normal = call(f"/extender/prod/{verb}", args)
     lowered = call(f"/extender/prod/{verb}", lower_extender_keys(args))

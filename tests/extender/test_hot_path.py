@@ -14,7 +14,8 @@ from django.test.utils import CaptureQueriesContext
 
 import engine
 from extender.holder import holder
-from policies.services import label_assignment_create, policy_create
+from policies.assignment_services import label_assignment_create
+from policies.services import policy_create
 from tests.extender.extender_support import call, extender, reload
 from tests.factories import load_nodes, make_cluster, node_object
 
@@ -26,7 +27,7 @@ POD = {"metadata": {"name": "p", "namespace": "ml", "uid": "u", "labels": {"app"
 
 @pytest.mark.django_db
 def test_no_database_queries_per_request(extender: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("inventory.binding.bind_pod", lambda **kwargs: None)
+    monkeypatch.setattr("resources.binding.bind", lambda **kwargs: None)
     cluster = make_cluster("c", is_default=True, bind_enabled=True)
     load_nodes(cluster, [node_object(f"n{i}", {"zone": f"z{i % 3}"}) for i in range(20)])
     policy_create(

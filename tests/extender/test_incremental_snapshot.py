@@ -21,14 +21,10 @@ from extender import persist
 from extender.holder import SnapshotHolder
 from inventory.models import Cluster
 from inventory.services import cluster_update
+from policies.assignment_services import label_assignment_update
 from policies.compile import build_snapshot, read_sources
 from policies.models import LabelAssignment, Policy
-from policies.services import (
-    label_assignment_update,
-    policy_create,
-    policy_delete,
-    policy_update,
-)
+from policies.services import policy_create, policy_delete, policy_update
 from tests.factories import (
     assignment_data,
     load_nodes,

@@ -13,7 +13,8 @@ from decisions.models import Decision
 from decisions.records import CallRecord
 from extender import observe
 from inventory.models import Cluster
-from policies.services import label_assignment_create, policy_create
+from policies.assignment_services import label_assignment_create
+from policies.services import policy_create
 from tests.extender.extender_support import call, extender, reload
 from tests.factories import load_nodes, make_cluster, node_object
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from inventory.models import Cluster, Node
 from inventory.sync import sync_cluster
-from policies.services import label_assignment_create
+from policies.assignment_services import label_assignment_create
 from tests.factories import make_cluster
 from tests.support.fake_kube import FakeKubeServer
 from tests.support.nodes import realistic_node

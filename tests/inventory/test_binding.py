@@ -1,4 +1,5 @@
-"""bind_pod reads the pod, asks the judge, and creates the Binding through the client against
+"""The extender's bind (resources.binding.bind over inventory.binding) reads the pod, asks the
+judge, and creates the Binding through the client against
 the fake API server."""
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from typing import Any
 import pytest
 
 from inventory import binding
-from inventory.binding import BindError, bind_pod
+from inventory.binding import BindError
 from inventory.models import Cluster
+from resources.binding import bind as bind_pod
 from tests.factories import make_cluster
 from tests.support.fake_kube import FakeKubeServer
 

@@ -10,7 +10,7 @@ from inventory.drift import cluster_drift, cluster_drift_summary, node_drift
 from inventory.models import Cluster, Node
 from inventory.push import push_labels
 from inventory.sync import sync_cluster
-from policies.services import label_assignment_create
+from policies.assignment_services import label_assignment_create
 from tests.factories import UserFactory, make_cluster
 from tests.support.fake_kube import FakeKubeServer
 

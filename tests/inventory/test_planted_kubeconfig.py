@@ -19,14 +19,15 @@ from rest_framework.test import APIClient
 
 from core import tokens
 from inventory import binding
-from inventory.binding import BindError, bind_pod
+from inventory.binding import BindError
 from inventory.kube import KubeError, check_connection
 from inventory.models import Cluster, ClusterSource, Node
 from inventory.push import push_labels
 from inventory.services import cluster_create
 from inventory.sync import sync_cluster
 from inventory.watch import ClusterWatcher
-from policies.services import label_assignment_create
+from policies.assignment_services import label_assignment_create
+from resources.binding import bind as bind_pod
 from tests.factories import load_nodes, node_object
 from tests.support.fake_kube import FakeKubeServer
 from tests.support.ui_helpers import run_action

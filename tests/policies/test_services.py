@@ -9,13 +9,15 @@ from core.models import AuditEntry
 from core.revisions import current_snapshot_revision
 from inventory.models import Cluster
 from inventory.services import cluster_delete, cluster_update
+from policies.assignment_services import (
+    label_assignment_delete,
+    label_assignment_set_enabled,
+    label_assignment_update,
+)
 from policies.content import policy_content
 from policies.models import FilterRule, LabelAssignment, Policy, PolicyVersion, WeightRule
 from policies.services import (
     ObjectExists,
-    label_assignment_delete,
-    label_assignment_set_enabled,
-    label_assignment_update,
     policy_clone,
     policy_delete,
     policy_rollback,

@@ -195,8 +195,20 @@ def test_the_scheduler_importing_resources_breaks_a_contract(tree: Path) -> None
     output = lint_imports(tree)
     states = contract_lines(output)
     broken = {name for name, state in states.items() if state == "BROKEN"}
-    assert broken == {"The own scheduler does not import the managed resources"}, output
+    assert broken == {
+        "Of the managed resources, the own scheduler imports only the binders' protocol"
+    }, output
     assert "scheduler.loop -> resources.scheduling" in output
+
+
+def test_the_inventory_judging_pods_again_breaks_the_layers(tree: Path) -> None:
+    # The pod verdicts and the requeue are the policies' (policies.pod_verdicts, .requeue); the
+    # inventory reaching for them, even inside a function, is a back-arrow.
+    with (tree / "inventory" / "pod_queries.py").open("a") as queries:
+        queries.write("\n\ndef _late():\n    from policies import pod_verdicts  # noqa\n")
+    output = lint_imports(tree)
+    assert contract_lines(output)[LAYERS] == "BROKEN", output
+    assert "inventory.pod_queries -> policies.pod_verdicts" in output
 
 
 def test_the_engine_importing_a_third_party_package_is_found(tmp_path: Path) -> None:

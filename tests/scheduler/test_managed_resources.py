@@ -2,7 +2,7 @@
 the nodes do not advertise the resource, so without the extension the basic fit would reject
 every node; with it, pods are placed up to each node's capacity and never beyond, the others
 wait with kube-scheduler's summary naming the resource, and a refused binding gives the
-reservation back."""
+reservation back (resources.binding, the protocol the extender's bind follows too)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from resources.models import Reservation
 from resources.scheduling import ManagedResourcesExtension
-from scheduler import hooks
+from scheduler import extensions
 from tests.resources.support import LICENSE, license_resource
 from tests.scheduler.conftest import Harness, node, pod
 
@@ -24,11 +24,11 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def extension() -> Iterator[ManagedResourcesExtension]:
     extension = ManagedResourcesExtension()
-    hooks.register(extension)
+    extensions.register(extension)
     try:
         yield extension
     finally:
-        hooks.unregister(extension.name)
+        extensions.unregister(extension.name)
 
 
 def licensed_pod(name: str, licenses: int = 1) -> Any:
@@ -76,10 +76,29 @@ def test_a_refused_binding_gives_the_reservation_back(
     kube.add_pod(licensed_pod("job"))
     harness.wait_inventory(1, 1)
     license_resource(harness.cluster, capacity="0")
+    # Refused (a 4xx: certainly not bound by this call), so given back at once
+    # (resources.binding, step 3); the pod goes back to the queue and is bound on its retry.
+    kube.faults.fail_next(1, 403, path_contains="/bindings")
+
+    harness.settle()
+    assert not harness.bound()
+    assert not Reservation.objects.exists(), "the refused binding kept its license"
+    harness.run_until(lambda: harness.bound() == {"default/job": "one"})
+    assert Reservation.objects.filter(node="one").count() == 1  # held until the inventory sees it
+
+
+def test_a_binding_without_an_answer_keeps_the_reservation(
+    harness: Harness, extension: ManagedResourcesExtension
+) -> None:
+    """A 5xx may have bound the pod: the reservation stays (as for the extender's bind) until
+    the inventory confirms the pod or it expires, so no other pod takes the license."""
+    kube = harness.kube
+    kube.add_node(licensed_node("one", 1))
+    kube.add_pod(licensed_pod("job"))
+    harness.wait_inventory(1, 1)
+    license_resource(harness.cluster, capacity="0")
     kube.faults.fail_next(1, 500, path_contains="/bindings")
 
     harness.settle()
     assert not harness.bound()
-    assert not Reservation.objects.exists(), "the failed binding kept its license"
-    harness.run_until(lambda: harness.bound() == {"default/job": "one"})
-    assert Reservation.objects.filter(node="one").count() == 1  # held until the inventory sees it
+    assert Reservation.objects.filter(node="one", pod_name="job").count() == 1

@@ -10,7 +10,7 @@ import pytest
 
 from engine.fit import FitNode, NodeUsage
 from engine.podspec import PodSpecFacts
-from scheduler import hooks
+from scheduler import extensions
 from scheduler.algorithm import Weights, least_allocated, nodes_to_find, schedule_one
 from scheduler.queue import QueuedPod, SchedulingQueue
 
@@ -134,77 +134,41 @@ class Slots:
 
     def __init__(self, free: set[str]) -> None:
         self.free = set(free)
-        self.calls: list[tuple[str, str]] = []
 
-    def prepare(self, cluster: str, pod: QueuedPod) -> hooks.NodeCheck | None:
+    def prepare(self, cluster: str, pod: QueuedPod) -> extensions.NodeCheck | None:
         return lambda node: None if node in self.free else "no free slot"
-
-    def reserve(self, cluster: str, pod: QueuedPod, node: str) -> str | None:
-        self.calls.append(("reserve", node))
-        if node not in self.free:
-            return "taken"
-        self.free.discard(node)
-        return None
-
-    def release(self, cluster: str, pod: QueuedPod, node: str) -> None:
-        self.calls.append(("release", node))
-        self.free.add(node)
 
 
 @pytest.fixture
 def slots() -> Slots:
     extension = Slots({"b"})
-    hooks.register(extension)
+    extensions.register(extension)
     yield extension
-    hooks.unregister("slots")
+    extensions.unregister("slots")
 
 
 def test_extension_checks_count_in_the_summary(slots: Slots) -> None:
     nodes = [fit_node("a"), fit_node("b")]
-    checks = hooks.prepare_checks("prod", queued("p"))
+    checks = extensions.prepare_checks("prod", queued("p"))
     assert schedule_one(queued("p"), nodes, {}, None, checks=checks).node == "b"
-    assert hooks.reserve_all("prod", queued("p"), "b") is None
-    checks = hooks.prepare_checks("prod", queued("q"))
+    slots.free.discard("b")  # taken (the reservation itself is resources.binding's)
+    checks = extensions.prepare_checks("prod", queued("q"))
     outcome = schedule_one(queued("q"), nodes, {}, None, checks=checks)
     assert outcome.node is None
     assert outcome.message == "0/2 nodes are available: 2 no free slot."
-    hooks.release_all("prod", queued("p"), "b")
-    assert slots.free == {"b"}
+    slots.free.add("b")
     # The slot resource is the extension's: nodes have none in allocatable, and the basic fit
     # leaves it to the extension.
     slotted = queued("s")
     slotted.spec = PodSpecFacts(requests={"cpu": 100, "example.com/slot": 1})
-    checks = hooks.prepare_checks("prod", slotted)
+    checks = extensions.prepare_checks("prod", slotted)
     outcome = schedule_one(
-        slotted, nodes, {}, None, checks=checks, ignored_resources=hooks.managed_resources()
+        slotted, nodes, {}, None, checks=checks, ignored_resources=extensions.managed_resources()
     )
     assert outcome.node == "b"
     assert schedule_one(slotted, nodes, {}, None).message == (
         "0/2 nodes are available: 2 Insufficient example.com/slot."
     )
-
-
-def test_a_refused_reservation_releases_the_earlier_ones(slots: Slots) -> None:
-    class Never:
-        name = "never"
-        resources: frozenset[str] = frozenset()
-
-        def prepare(self, cluster: str, pod: QueuedPod) -> None:
-            return None
-
-        def reserve(self, cluster: str, pod: QueuedPod, node: str) -> str | None:
-            return "full"
-
-        def release(self, cluster: str, pod: QueuedPod, node: str) -> None:
-            raise AssertionError("never reserved")
-
-    hooks.register(Never())
-    try:
-        assert hooks.reserve_all("prod", queued("p"), "b") == "never: full"
-    finally:
-        hooks.unregister("never")
-    assert slots.calls == [("reserve", "b"), ("release", "b")]
-    assert slots.free == {"b"}
 
 
 def test_the_cycle_judges_as_basic_fit_does() -> None:

@@ -11,8 +11,9 @@ from django.test import Client
 
 from inventory.models import Cluster
 from inventory.services import cluster_create, nodes_apply
+from policies.assignment_services import label_assignment_create
 from policies.models import LabelAssignment, Policy
-from policies.services import label_assignment_create, policy_create
+from policies.services import policy_create
 from tests.support.browser import CHROMIUM
 from tests.support.ui_helpers import node_object
 

@@ -18,7 +18,7 @@ from core.daemon import LOCK_POLL_SECONDS, daemon
 from decisions import log as decision_log
 from inventory.models import Cluster
 from resources.scheduling import ManagedResourcesExtension
-from scheduler import hooks
+from scheduler import extensions
 from scheduler.loop import run_clusters
 from scheduler.metrics import LEADER
 
@@ -77,7 +77,7 @@ class Command(BaseCommand):
         record = None if options["no_decision_log"] else decision_log.submit
         # Managed resources (docs/managed-resources.md): counted, reserved at placement and given
         # back when a binding fails, in the same ledger as the extender's binds.
-        hooks.register(ManagedResourcesExtension())
+        extensions.register(ManagedResourcesExtension())
         try:
             run_clusters(stop, record=record, cluster_name=name, refresh_seconds=options["refresh"])
         finally:

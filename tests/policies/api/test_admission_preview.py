@@ -9,9 +9,10 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 from inventory.services import cluster_update
+from policies.assignment_services import label_assignment_create
 from policies.compile import forget
 from policies.models import Policy
-from policies.services import label_assignment_create, policy_create
+from policies.services import policy_create
 from tests.factories import load_nodes, make_cluster, node_object
 
 pytestmark = pytest.mark.django_db

@@ -7,9 +7,9 @@ import pytest
 
 from core.models import AuditEntry
 from inventory.services import nodes_apply
+from policies.assignment_services import label_assignment_create
 from policies.compile import current_snapshot
 from policies.models import LabelAssignment
-from policies.services import label_assignment_create
 from tests.factories import assignment_data, make_cluster
 from tests.support.ui_helpers import node_object
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from core.models import AuditEntry
+from policies.assignment_services import label_assignment_delete, label_assignment_set_enabled
 from policies.models import LabelAssignment, LabelAssignmentVersion
-from policies.services import label_assignment_delete, label_assignment_set_enabled
 from tests.factories import assignment_data, make_assignment
 
 pytestmark = pytest.mark.django_db

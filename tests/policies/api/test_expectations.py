@@ -299,7 +299,7 @@ def test_a_bad_expectation_in_a_policyset_is_named_and_nothing_is_written(editor
 @pytest.fixture
 def pool_policy(cluster):
     """ml pods only on nodes labelled example.com/pool=gpu (by an assignment)."""
-    from policies.services import label_assignment_create
+    from policies.assignment_services import label_assignment_create
 
     label_assignment_create(
         actor=None,
@@ -321,8 +321,8 @@ def pool_policy(cluster):
 
 
 def test_an_assignment_change_that_breaks_an_expectation_is_refused(editor, pool_policy):
+    from policies.assignment_services import label_assignment_delete, label_assignment_update
     from policies.models import LabelAssignment
-    from policies.services import label_assignment_delete, label_assignment_update
 
     assignment = LabelAssignment.objects.get(name="gpu-pool")
     narrowed_labels = {

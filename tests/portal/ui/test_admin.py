@@ -19,8 +19,9 @@ from core.admin import age
 from core.models import AuditEntry
 from inventory.models import Cluster, Node
 from inventory.services import nodes_apply
+from policies.assignment_services import label_assignment_create
 from policies.models import FilterRule, LabelAssignment, Policy, PolicyVersion, WeightRule
-from policies.services import label_assignment_create, policy_clone
+from policies.services import policy_clone
 from tests.support.ui_helpers import admin_url, change_url, form_data, node_object
 
 pytestmark = pytest.mark.django_db

@@ -45,12 +45,12 @@ from engine.pods import PodFacts
 from engine.snapshot import Snapshot
 from engine.verdicts import PendingVerdict, held_under_older_rules, judge_pending
 from inventory import sources
-from inventory.hooks import current_snapshot
 from inventory.kube import REQUEST_TIMEOUT, classify, core_v1_for
-from inventory.metrics import REQUEUE_NUDGES, REQUEUE_PODS
 from inventory.models import Cluster, PodInventory
 from inventory.pod_queries import pending_pods
 from inventory.pod_services import pod_inventory_nudged
+from policies.compile import current_snapshot
+from policies.metrics import REQUEUE_NUDGES, REQUEUE_PODS
 
 logger = logging.getLogger(__name__)
 

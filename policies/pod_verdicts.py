@@ -2,7 +2,7 @@
 leave them, and running pods on nodes its enforce policies reject.
 
 Judged by the engine (``engine.verdicts``) with the snapshot the extender serves
-(``inventory.hooks.current_snapshot``, which is ``policies.compile.current_snapshot``), so a
+(``policies.compile.current_snapshot``), so a
 Pending pod's ``passing`` and ``reasons`` are what ``/filter`` and ``POST /api/v1/simulate/``
 answer for it. The API, the console and the requeue loop all read these.
 """
@@ -25,9 +25,10 @@ from core.revisions import current_snapshot_revision
 from engine.pods import PodFacts
 from engine.snapshot import ClusterSnapshot
 from engine.verdicts import RejectingScope, judge_bound, judge_pending, rejecting_scopes
-from inventory.hooks import current_snapshot, rule_in_effect_since
 from inventory.models import Cluster, PodInventory
 from inventory.pod_queries import bound_pods, pending_pods
+from policies.compile import current_snapshot
+from policies.queries import rule_in_effect_since
 
 PENDING_FIELDS = (
     "pk",

@@ -1,11 +1,10 @@
-"""Extension points of the own scheduler's filter: extra per-node checks and reservations.
+"""Extension points of the own scheduler's filter: extra per-node checks.
 
-The scheduler judges kube-scheduler's basic fit and the portal's enforce policies itself. Other
-features that hold per-node capacity of their own (managed resources) plug in here without the
-scheduler importing them: an :class:`Extension` registered with :func:`register` is asked, for
-each pod, for a per-node check (``prepare``), and is told when the pod is placed on a node
-(``reserve``) and when that placement is given up (``release``: the binding failed, or the pod
-went away before it was bound). With nothing registered (the default) every hook is a no-op.
+The scheduler judges kube-scheduler's basic fit and the portal's enforce policies itself. A
+feature that holds per-node capacity of its own (managed resources) plugs its *check* in here
+without the filter knowing it: an :class:`Extension` registered with :func:`register` names the
+resources it accounts for and is asked, for each pod, for a per-node check. With nothing
+registered (the default) every call here is a no-op.
 
 The order, per pod (docs/own-scheduler.md, "Extensions"):
 
@@ -14,10 +13,9 @@ The order, per pod (docs/own-scheduler.md, "Extensions"):
    ``check(node) -> reason | None`` or None when the pod asks nothing of this extension. The
    check runs after the basic fit and the policies, on each node still feasible; a reason is
    counted in the FailedScheduling summary like kube-scheduler's own.
-2. ``reserve(cluster, pod, node)`` when a node is chosen, before the binding is sent (the
-   assumed-pod cache is updated at the same moment); a returned reason refuses the node: the
-   extensions reserved before it are released and the pod goes back to the queue.
-3. ``release(cluster, pod, node)`` when the binding fails or the assumption is forgotten.
+
+Reserving the chosen node and giving it back are not an extension's: they are the one protocol
+both binders follow (``resources.binding``: reserve, Binding, confirm or give back).
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ NodeCheck = Callable[[str], str | None]
 
 
 class Extension(Protocol):
-    """What the scheduler asks of a feature that holds capacity on nodes.
+    """What the scheduler's filter asks of a feature that holds capacity on nodes.
 
     ``resources``: the resource names it accounts for itself; the basic fit does not compare
     them with the node's allocatable (kube-scheduler's ``ignoredResources`` for an extender's
@@ -45,10 +43,6 @@ class Extension(Protocol):
     def resources(self) -> frozenset[str]: ...
 
     def prepare(self, cluster: str, pod: QueuedPod) -> NodeCheck | None: ...
-
-    def reserve(self, cluster: str, pod: QueuedPod, node: str) -> str | None: ...
-
-    def release(self, cluster: str, pod: QueuedPod, node: str) -> None: ...
 
 
 _extensions: list[Extension] = []
@@ -87,22 +81,3 @@ def prepare_checks(cluster: str, pod: QueuedPod) -> list[NodeCheck]:
         if check is not None:
             checks.append(check)
     return checks
-
-
-def reserve_all(cluster: str, pod: QueuedPod, node: str) -> str | None:
-    """Reserve ``node`` for ``pod`` in every extension; on a refusal release those that
-    reserved and return the reason."""
-    done: list[Extension] = []
-    for extension in extensions():
-        reason = extension.reserve(cluster, pod, node)
-        if reason:
-            for earlier in reversed(done):
-                earlier.release(cluster, pod, node)
-            return f"{extension.name}: {reason}"
-        done.append(extension)
-    return None
-
-
-def release_all(cluster: str, pod: QueuedPod, node: str) -> None:
-    for extension in reversed(extensions()):
-        extension.release(cluster, pod, node)

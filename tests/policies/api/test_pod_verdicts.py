@@ -167,7 +167,7 @@ def test_no_enforce_rule_rejects_a_node_reads_no_pod(
     policy = Policy.objects.get(name="gpu-only")
     policy_update(actor=None, policy=policy, data=policy_data(mode="dry-run"))
     viewer.get("/api/v1/clusters/prod/violations/")  # builds the snapshot
-    from inventory.pod_verdicts import violations
+    from policies.pod_verdicts import violations
 
     with django_assert_max_num_queries(3):
         assert violations(pod_world) == []

@@ -1,5 +1,10 @@
 """``manage.py watch_nodes [--cluster NAME] [--no-pods]``: keep node and pod inventories current
-through watches, and nudge kube-scheduler when a change frees Pending pods (inventory.requeue)."""
+through watches, and nudge kube-scheduler when a change frees Pending pods (policies.requeue).
+
+A project command because it composes two apps: the inventory's watch (nodes and pods) and the
+policies' requeue, which judges the pods the watch keeps current. The inventory does not import
+the policies, so neither of them can hold the command that runs both.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +19,8 @@ from inventory import sources
 from inventory.metrics import watcher_leader
 from inventory.models import Cluster
 from inventory.pod_watch import PodWatcher
-from inventory.requeue import DEBOUNCE_SECONDS, Requeuer
 from inventory.watch import ClusterWatcher, ResourceWatcher, watch_clusters
+from policies.requeue import DEBOUNCE_SECONDS, Requeuer
 
 
 class Command(BaseCommand):
@@ -96,7 +101,7 @@ class Command(BaseCommand):
             kinds = (ClusterWatcher, PodWatcher)
             what = "nodes and pods"
             # The leader holds the pod inventory current, so it is the one that compares each
-            # published revision with the last over the Pending pods (inventory.requeue).
+            # published revision with the last over the Pending pods (policies.requeue).
             requeuer = Requeuer(debounce=options["requeue_debounce"])
             threading.Thread(target=requeuer.run, args=(stop,), name="requeue", daemon=True).start()
         self.stdout.write(f"watching {what} of {name or 'every enabled Kubernetes cluster'}")

@@ -12,16 +12,15 @@ import pytest
 from core.models import AuditEntry
 from engine.pods import PodFacts
 from engine.verdicts import judge_pending
-from inventory.hooks import current_snapshot
 from inventory.models import Cluster, Pod, PodInventory
 from inventory.pod_records import pod_record
 from inventory.pod_services import pods_apply
 from inventory.pod_watch import PodWatcher
-from inventory.requeue import REQUEUE_ANNOTATION, Requeuer
 from inventory.services import cluster_update
 from inventory.sync import sync_cluster
-from policies.compile import forget
+from policies.compile import current_snapshot, forget
 from policies.models import Policy
+from policies.requeue import REQUEUE_ANNOTATION, Requeuer
 from policies.services import policy_update
 from tests.factories import make_policy, node_object, policy_data
 from tests.support.fake_kube import FakeKubeServer

@@ -12,8 +12,8 @@ import pytest
 from engine.pods import PodFacts
 from engine.snapshot import Snapshot
 from extender.holder import SnapshotHolder
-from inventory.requeue import _Due
 from policies.compile import read_sources
+from policies.requeue import _Due
 from policies.services import policy_create
 from policies.windows import timeline, windows_of
 from tests.factories import load_nodes, make_cluster, node_object, policy_data

@@ -13,9 +13,9 @@ import pytest
 from inventory.models import Cluster
 from inventory.pod_records import pod_record
 from inventory.pod_services import pods_apply
-from inventory.requeue import REQUEUE_ANNOTATION, Requeuer
 from inventory.sync import sync_cluster
 from policies.compile import current_snapshot, forget
+from policies.requeue import REQUEUE_ANNOTATION, Requeuer
 from policies.services import policy_create
 from tests.factories import node_object, policy_data
 from tests.support.fake_kube import FakeKubeServer

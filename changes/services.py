@@ -45,6 +45,7 @@ from policies.diff import content_diff
 from policies.expectations import broken_by, broken_by_assignment
 from policies.models import LabelAssignment, Policy
 from policies.preview import preview_label_assignment, preview_policy
+from policies.preview_lines import preview_lines
 
 MAX_COMMENT = 2000
 # PolicyVersion.note and LabelAssignmentVersion.note hold 500 characters.
@@ -69,7 +70,8 @@ def _assess(object_type: str, before: dict | None, after: dict | None) -> dict[s
     if after is not None:
         try:
             if object_type == ObjectType.POLICY:
-                preview = _jsonable(preview_policy(after))
+                # With the lines the editor shows (the replay of recorded calls among them).
+                preview = _jsonable({**preview_policy(after), "lines": preview_lines(after)})
             else:
                 preview = _jsonable(preview_label_assignment(after))
         except ContentError:

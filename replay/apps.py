@@ -7,7 +7,7 @@ class ReplayConfig(AppConfig):
 
     def ready(self) -> None:
         """Give the policy editor's preview its replay line (policies.admin.draft)."""
-        from policies.admin.draft import register_preview_line
+        from policies.preview_lines import register_preview_line
         from replay.editor import preview_line
 
         register_preview_line(preview_line)

@@ -1,6 +1,6 @@
 """The policy editor's replay line: what the draft would have done to the window's recorded
 calls, from a sample (``replay.service.sampled_replay``), registered with the editor's preview
-(``policies.admin.draft.register_preview_line``) when this app loads, so the policies app does
+(``policies.preview_lines.register_preview_line``) when this app loads, so the policies app does
 not import this one. A draft that would have left recorded calls with 0 nodes holds the save
 until "Save anyway", with the numbers."""
 

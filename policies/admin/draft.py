@@ -10,7 +10,6 @@ the preview. See docs/operations.md, "Editing policies safely".
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from typing import Any, cast
 
 from django.forms import BaseFormSet
@@ -25,22 +24,12 @@ from policies.content import policy_content
 from policies.forms import RuleInlineFormSet
 from policies.models import FilterRule, Policy
 from policies.preview import preview_policy
+from policies.preview_lines import preview_lines
 
 CONFIRM_FIELD = "confirm_warnings"
 PREVIEW_BUTTON = "_preview"
 MAX_HINT_KEYS = 300
 MAX_HINT_VALUES = 40
-
-# More lines for the preview from apps above this one (the replay of recorded calls registers
-# one when it loads): each takes the draft's content and returns None or
-# {"text": str, "hold": str} — a non-empty "hold" holds the save until "Save anyway", saying it.
-PreviewLine = Callable[[dict[str, Any]], dict[str, str] | None]
-PREVIEW_LINES: list[PreviewLine] = []
-
-
-def register_preview_line(provider: PreviewLine) -> None:
-    if provider not in PREVIEW_LINES:
-        PREVIEW_LINES.append(provider)
 
 
 def draft_content(draft: dict | None, formsets: list[BaseFormSet]) -> dict[str, Any] | None:
@@ -94,7 +83,7 @@ def draft_report(content: dict[str, Any], saved: Policy | None) -> dict[str, Any
     except ContentError as exc:
         # E.g. a cluster the snapshot does not know yet: say so instead of failing the page.
         return {"clusters": [], "warnings": [], "problem": str(exc)}
-    report["lines"] = [line for provider in PREVIEW_LINES if (line := provider(content))]
+    report["lines"] = preview_lines(content)
     report["pods_affected"] = any(pod_consequences(report)) or any(
         line.get("hold") for line in report["lines"]
     )

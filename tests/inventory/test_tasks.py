@@ -182,4 +182,5 @@ def test_no_app_registers_periodic_tasks() -> None:
     assert set(app.conf.beat_schedule) == {
         "inventory.dispatch_due_syncs",
         "extender.purge_decisions",
+        "policies.step_rollouts",
     }

@@ -16,7 +16,8 @@ from tests.factories import assignment_data, node_object, policy_data
 
 pytestmark = pytest.mark.django_db
 
-READ, WRITE, SIMULATE = "read", "write", "simulate"
+READ, WRITE, SIMULATE, ADMIN = "read", "write", "simulate", "admin"
+MISSING = "999999"  # no such id: an allowed role gets the 404, a refused one its 403 first
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,21 @@ ROUTES = [
     Route("GET", "managed:versions/", 200),
     Route("POST", "managed:rollback/", 200, WRITE, {"version": 1}),
     Route("GET", "/api/v1/clusters/prod/managed-resources/", 200),
+    # change control (docs/change-control.md): everyone reads, administrators write the rules
+    Route("GET", "/api/v1/proposals/", 200),
+    Route("GET", f"/api/v1/proposals/{MISSING}/", 404),
+    Route("POST", f"/api/v1/proposals/{MISSING}/approve/", 404, WRITE, {"comment": "ok"}),
+    Route("POST", f"/api/v1/proposals/{MISSING}/reject/", 404, WRITE, {"comment": "no"}),
+    Route("POST", f"/api/v1/proposals/{MISSING}/rebase/", 404, WRITE, {}),
+    Route("POST", f"/api/v1/proposals/{MISSING}/apply/", 404, ADMIN, {"reason": "outage"}),
+    Route("GET", "/api/v1/approval-rules/", 200),
+    Route(
+        "POST", "/api/v1/approval-rules/", 201, ADMIN, {"cluster": "prod", "required_approvals": 1}
+    ),
+    Route("GET", f"/api/v1/approval-rules/{MISSING}/", 404),
+    Route("PUT", f"/api/v1/approval-rules/{MISSING}/", 404, ADMIN, {"required_approvals": 1}),
+    Route("PATCH", f"/api/v1/approval-rules/{MISSING}/", 404, ADMIN, {"required_approvals": 1}),
+    Route("DELETE", f"/api/v1/approval-rules/{MISSING}/", 404, ADMIN),
 ]
 
 
@@ -136,6 +152,8 @@ def expected(route: Route, role: str) -> int:
     if role == "anonymous":
         return 401
     if role == "viewer" and route.kind == WRITE:
+        return 403
+    if role != "admin" and route.kind == ADMIN:
         return 403
     return route.ok
 
@@ -191,6 +209,7 @@ def test_every_api_route_is_in_the_matrix():
         if route.url == "decision-detail":
             path = "/api/v1/decisions/{id}/"
         path = path.replace("/replay/unknown-task/", "/replay/{task_id}/")
+        path = path.replace(f"/{MISSING}/", "/{id}/")
         if route.url.startswith("managed:"):
             path = "/api/v1/managed-resources/{id}/" + route.url.removeprefix("managed:")
         path = path.replace(

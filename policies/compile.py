@@ -72,9 +72,12 @@ def remember(snapshot: Snapshot) -> None:
 
 
 def forget() -> None:
-    """Drop the remembered snapshot (tests: revisions repeat when transactions roll back)."""
-    global _latest
+    """Drop the remembered snapshot and the policies' contents read for it (tests: revisions
+    and ids repeat when transactions roll back)."""
+    global _latest, _policy_contents
     _latest = None
+    with _policy_contents_lock:
+        _policy_contents = {}
 
 
 def build_snapshot(previous: Snapshot | None = None) -> Snapshot:

@@ -23,10 +23,12 @@ def _no_snapshot_from_another_test():
     from extender.holder import holder
     from policies.compile import forget
     from policies.pod_verdicts import forget_verdicts
+    from replay.service import forget_samples
 
     holder.snapshot = None
     forget()
     forget_verdicts()
+    forget_samples()  # the editor's replay sample, read from another test's decision log
     # The decision log's interned ids and known partitions go with each test's rollback.
     dimensions.forget()
     partitions.forget()

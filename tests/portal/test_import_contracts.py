@@ -260,7 +260,7 @@ def test_the_scheduler_importing_the_extender_breaks_the_contracts(tree: Path) -
     assert broken == {
         LAYERS,
         EXTENDER,
-        "The own scheduler does not import the managed resources",
+        "Of the managed resources, the own scheduler imports only the binders' protocol",
     }, output
     assert "scheduler.loop -> extender.observe" in output
 

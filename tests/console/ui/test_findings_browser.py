@@ -99,7 +99,7 @@ def test_evicted_pods_are_marked_terminating_at_once(
     assert server.evictions == []  # shown first, nothing sent
     page.click("input[type=submit][value='Yes, evict 2 pods']")
     page.wait_for_selector("#violations-title")
-    messages = page.locator("ul.messagelist").inner_text()
+    messages = page.locator("ul.messagelist:not(.draft-warnings)").inner_text()
     assert "1 of 2 pods evicted." in messages
     assert f"Pod {trainer_key} refused: " in messages
     assert "needs 3 healthy pods" in messages
@@ -269,8 +269,8 @@ def test_a_policy_save_that_breaks_running_pods_waits_for_a_confirmation(
     assert Policy.objects.get(pk=policy.pk).version == 1
     page.check("input[name=confirm_warnings]")
     page.click("input[type=submit][name=_save]")
-    page.wait_for_selector("ul.messagelist")
-    assert "Saved ml-on-gpu as version 2." in page.locator("ul.messagelist").inner_text()
+    page.wait_for_selector("ul.messagelist:not(.draft-warnings)")
+    assert "Saved ml-on-gpu as version 2." in page.locator("ul.messagelist:not(.draft-warnings)").inner_text()
     assert Policy.objects.get(pk=policy.pk).version == 2
 
 
@@ -327,7 +327,7 @@ def test_managed_resources_edit_a_selector_and_show_a_node_over_capacity(
     shot(page, "managed-typo-held-1440")
     page.check("input[name=confirm_warnings]")
     page.click("input[type=submit][name=_save]")
-    page.wait_for_selector("ul.messagelist")
+    page.wait_for_selector("ul.messagelist:not(.draft-warnings)")
     assert ManagedResource.objects.filter(name="example.com/seat").exists()
 
 

@@ -270,7 +270,8 @@ def test_a_policy_save_that_breaks_running_pods_waits_for_a_confirmation(
     page.check("input[name=confirm_warnings]")
     page.click("input[type=submit][name=_save]")
     page.wait_for_selector("ul.messagelist:not(.draft-warnings)")
-    assert "Saved ml-on-gpu as version 2." in page.locator("ul.messagelist:not(.draft-warnings)").inner_text()
+    saved = page.locator("ul.messagelist:not(.draft-warnings)").inner_text()
+    assert "Saved ml-on-gpu as version 2." in saved
     assert Policy.objects.get(pk=policy.pk).version == 2
 
 

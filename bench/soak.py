@@ -8,7 +8,7 @@ syncs and the worker runs them all along. At the end it stops ``make run`` with 
 prints the unplanned exits the supervisor logged (every "exited with status" or "was killed by
 signal" line before the stop), the failed calls and the calls made.
 
-    python -m bench.soak --minutes 120 --port 8300 --var-dir /tmp/portal-soak
+    python -m bench.soak --minutes 120 --port 8300 --var-dir var/soak
 
 Results: bench/results/soak.md.
 """
@@ -56,11 +56,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=120.0)
     parser.add_argument("--port", type=int, default=8300)
-    parser.add_argument("--var-dir", default="/tmp/portal-soak")
+    parser.add_argument(
+        "--var-dir", default="var/soak", help="relative to the repository (default: var/soak)"
+    )
     parser.add_argument("--log", default=None, help="where make run's output goes")
     args = parser.parse_args(argv)
 
-    var_dir = Path(args.var_dir)
+    var_dir = ROOT / args.var_dir  # an absolute --var-dir stays as given
     shutil.rmtree(var_dir, ignore_errors=True)
     var_dir.mkdir(parents=True)
     log_path = Path(args.log) if args.log else var_dir / "run.log"

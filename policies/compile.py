@@ -42,7 +42,7 @@ _latest: Snapshot | None = None
 _latest_lock = threading.Lock()
 
 # The content of each enabled policy as last read, by primary key, with the columns that say
-# whether it can have changed (``_policy_key``): every write of a policy's content, rules
+# whether it can have changed (``_POLICY_KEY``): every write of a policy's content, rules
 # included, goes through ``policies.services`` and raises its version. A read after a change to
 # one policy of 200 fetches that one with its rules; the others keep their content objects, so
 # the engine recognises them without comparing (``engine.sources``).
@@ -215,16 +215,16 @@ def _policies(now: float, *, cached: bool) -> list[tuple[dict[str, Any], int]]:
     keys = list(Policy.objects.filter(enabled=True).order_by("name").values_list(*_POLICY_KEY))
     with _policy_contents_lock:
         known = _policy_contents if cached else {}
-    changed = [key[0] for key in keys if (seen := known.get(key[0])) is None or seen[0] != key]
+    changed = {key[0]: key for key in keys if (seen := known.get(key[0])) is None or seen[0] != key}
     fresh = {}
     if changed:
         rows = (
-            Policy.objects.filter(pk__in=changed)
+            Policy.objects.filter(pk__in=list(changed))
             .select_related("cluster")
             .prefetch_related("filter_rules", "weight_rules")
         )
         fresh = {
-            policy.pk: (_policy_key(policy), staged_content(policy_content(policy)), policy.version)
+            policy.pk: (changed[policy.pk], staged_content(policy_content(policy)), policy.version)
             for policy in rows
         }
     current: dict[int, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
@@ -243,19 +243,6 @@ def _policies(now: float, *, cached: bool) -> list[tuple[dict[str, Any], int]]:
         with _policy_contents_lock:
             _policy_contents = current
     return out
-
-
-def _policy_key(policy: Policy) -> tuple[Any, ...]:
-    cluster = policy.cluster.name if policy.cluster is not None else None
-    return (
-        policy.pk,
-        policy.version,
-        policy.name,
-        policy.mode,
-        policy.enabled,
-        policy.cluster_id,
-        cluster,
-    )
 
 
 def _assignments() -> list[tuple[str | None, dict[str, Any]]]:

@@ -35,7 +35,8 @@ class Decoded:
     policy_versions: dict[str, int] = field(default_factory=dict)
 
 
-def _names(ids: Iterable[int]) -> dict[int, str]:
+def node_names(ids: Iterable[int]) -> dict[int, str]:
+    """Node id -> name, a few thousand ids a query."""
     from decisions.models import DecisionNode
 
     wanted = sorted(set(ids))
@@ -61,7 +62,7 @@ def decode_many(decisions: Sequence[Any]) -> dict[int, Decoded]:
             shapes.add(d.shape_id)
         if d.policy_set_id:
             sets.add(d.policy_set_id)
-    names = _names(node_ids) if node_ids else {}
+    names = node_names(node_ids) if node_ids else {}
     reasons = (
         dict(DecisionReason.objects.filter(id__in=reason_ids).values_list("id", "text"))
         if reason_ids

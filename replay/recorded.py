@@ -19,7 +19,8 @@ from django.db.models import Count, Max, QuerySet
 
 from core.verbs import NODE_CHOOSING_VERBS
 from decisions.codec import from_ranges, unpack
-from decisions.models import Decision, DecisionNode, DecisionShape
+from decisions.models import Decision, DecisionShape
+from decisions.queries import node_names
 from decisions.records import CallRecord
 from decisions.store import write_batch
 
@@ -117,16 +118,6 @@ def newest(since: datetime, until: datetime, cluster: str | None, size: int) -> 
 
 def candidate_ids(group: Group) -> list[int]:
     return from_ranges(unpack(group.candidates))
-
-
-def node_names(ids: Iterable[int]) -> dict[int, str]:
-    """Node id -> name (ids are per cluster already)."""
-    wanted = sorted(set(ids))
-    out: dict[int, str] = {}
-    for i in range(0, len(wanted), NODE_CHUNK):
-        chunk = wanted[i : i + NODE_CHUNK]
-        out.update(DecisionNode.objects.filter(id__in=chunk).values_list("id", "name"))
-    return out
 
 
 def shape_labels(ids: Iterable[int | None]) -> dict[int, dict[str, str]]:

@@ -185,7 +185,7 @@ PORTAL_CHANGES_CHANNEL = os.environ.get("PORTAL_CHANGES_CHANNEL", "portal:change
 # sets), the editor's sample (the newest calls of the window) and how long it is kept decoded,
 # how long a queued replay's result is kept, and the node labels that name a node pool.
 REPLAY_DEFAULT_DAYS = env_int("REPLAY_DEFAULT_DAYS", 7)
-REPLAY_MAX_SHAPES = env_int("REPLAY_MAX_SHAPES", 200_000)
+REPLAY_MAX_SHAPES = env_int("REPLAY_MAX_SHAPES", 1_000_000)
 REPLAY_SAMPLE_CALLS = env_int("REPLAY_SAMPLE_CALLS", 10_000)
 REPLAY_SAMPLE_TTL = env_int("REPLAY_SAMPLE_TTL", 60)
 REPLAY_RESULT_TTL = env_int("REPLAY_RESULT_TTL", 3600)

@@ -86,8 +86,10 @@ class ReplayResultSerializer(serializers.Serializer):
     inventory = serializers.CharField(help_text="Nodes are judged as they are now.")
     message = serializers.CharField(help_text="Set when the window has no recorded calls.")
     calls = serializers.IntegerField()
-    shapes = serializers.IntegerField(help_text="Distinct (namespace, shape, candidates).")
-    judged_shapes = serializers.IntegerField()
+    shapes = serializers.IntegerField(help_text="Distinct (cluster, namespace, pod shape) keys.")
+    judged_shapes = serializers.IntegerField(
+        help_text="Distinct (key, candidate set) groups the draft can change, each judged once."
+    )
     to_zero = TallySerializer()
     from_zero = TallySerializer()
     best_changed = TallySerializer()
@@ -103,8 +105,10 @@ class ReplayResultSerializer(serializers.Serializer):
 class ReplayTaskSerializer(serializers.Serializer):
     id = serializers.CharField()
     state = serializers.ChoiceField(choices=["queued", "running", "done", "failed"])
-    done = serializers.IntegerField(required=False)
-    total = serializers.IntegerField(required=False)
+    done = serializers.IntegerField(required=False, help_text="Calls judged so far, of `total`.")
+    total = serializers.IntegerField(
+        required=False, help_text="Calls of the pod shapes the draft can change."
+    )
     result = ReplayResultSerializer(required=False)
     errors = serializers.DictField(  # type: ignore[assignment]  # a field named as the reply's
         required=False, help_text="Why a queued replay failed (field -> messages)."

@@ -2,24 +2,32 @@
 decision log (its models, codec and writer). Everything else here asks these functions, so the
 log can move to another app by changing the imports below and nothing else.
 
-The reads group the node-choosing calls of a window by what a replay judges — cluster, pod
-namespace, pod shape (labels and requests, interned) and candidate nodes (packed id ranges) —
-so a week of traffic is a few thousand rows however many calls it holds.
+A full replay reads a window in two passes (docs/replay.md, "How a replay reads the log"):
+
+1. ``keys``: the calls counted by what decides which policies select a pod — cluster, pod
+   namespace and pod shape (labels and requests, interned). A handful of narrow columns, so a
+   week of traffic is a few thousand rows however many calls it holds.
+2. ``groups``: only for the keys a draft changes, the calls grouped by their candidate nodes as
+   well (the packed bytes, as stored), so the rest of the log is never decoded.
+
+Candidate sets are judged as bit masks over a cluster's node ids (``NodeSpace``): bit
+``id - base`` for each recorded node id, so a stored candidate list becomes a mask without
+resolving a single name.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Max, QuerySet
+from django.db.models import BinaryField, Count, ExpressionWrapper, F, Max, Q, QuerySet
 
 from core.verbs import NODE_CHOOSING_VERBS
 from decisions.codec import from_ranges, unpack
-from decisions.models import Decision, DecisionShape
+from decisions.models import Decision, DecisionNode, DecisionShape
 from decisions.queries import node_names
 from decisions.records import CallRecord
 from decisions.store import write_batch
@@ -28,12 +36,17 @@ __all__ = [
     "VIEW_PERMISSION",
     "CallRecord",
     "Group",
+    "Key",
+    "NodeSpace",
     "calls_in_window",
     "candidate_ids",
+    "candidate_mask",
     "examples",
     "groups",
+    "keys",
     "newest",
     "node_names",
+    "node_space",
     "shape_labels",
     "write_batch",
 ]
@@ -44,15 +57,29 @@ NODE_CHUNK = 5000
 
 
 @dataclass(frozen=True, slots=True)
+class Key:
+    """Calls whose pods the same policies select: same cluster, namespace and shape."""
+
+    cluster: str
+    namespace: str
+    shape_id: int | None
+    calls: int
+
+
+@dataclass(frozen=True, slots=True)
 class Group:
     """Calls that a replay judges alike: same cluster, namespace, shape and candidates."""
 
     cluster: str
     namespace: str
     shape_id: int | None
-    candidates: bytes  # packed [start, end) ranges of node ids (``candidate_ids`` decodes)
+    candidates: bytes  # the stored candidate list (``candidate_mask`` reads it)
     calls: int
     example_id: int  # the newest call of the group
+
+    @property
+    def key(self) -> tuple[str, str, int | None]:
+        return (self.cluster, self.namespace, self.shape_id)
 
 
 def _window(since: datetime, until: datetime, cluster: str | None) -> QuerySet[Decision]:
@@ -64,39 +91,55 @@ def _window(since: datetime, until: datetime, cluster: str | None) -> QuerySet[D
     return rows
 
 
-def _bytes(value: Any) -> bytes:
-    # from_db_value unpacks; values() hands back the list, which is packed again to hash it.
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    from core.packing import pack
-
-    return pack(int(v) for v in (value or ()))
+def _raw() -> ExpressionWrapper:
+    # The column as stored: the field's own converter would decode every row into a list.
+    return ExpressionWrapper(F("candidates"), output_field=BinaryField())
 
 
 def calls_in_window(since: datetime, until: datetime, cluster: str | None) -> int:
     return _window(since, until, cluster).order_by().count()
 
 
-def groups(since: datetime, until: datetime, cluster: str | None, limit: int) -> list[Group]:
-    """The window's calls grouped in the database (at most ``limit`` groups: the caller asks
-    one more than its bound to see whether it is passed)."""
+def keys(since: datetime, until: datetime, cluster: str | None, limit: int) -> list[Key]:
+    """The window's calls counted per (cluster, namespace, shape), in the database (at most
+    ``limit`` keys: the caller asks one more than its bound to see whether it is passed)."""
     rows = (
         _window(since, until, cluster)
         .order_by()
-        .values("cluster", "pod_namespace", "shape_id", "candidates")
-        .annotate(calls=Count("id"), example=Max("id"))[:limit]
+        .values_list("cluster", "pod_namespace", "shape_id")
+        .annotate(calls=Count("id"))[:limit]
     )
-    return [
-        Group(
-            row["cluster"],
-            row["pod_namespace"],
-            row["shape_id"],
-            _bytes(row["candidates"]),
-            row["calls"],
-            row["example"],
-        )
-        for row in rows
-    ]
+    return [Key(c, n, s, calls) for c, n, s, calls in rows]
+
+
+def groups(
+    since: datetime,
+    until: datetime,
+    cluster: str | None,
+    wanted: Collection[tuple[str, str, int | None]],
+) -> Generator[Group, None, None]:
+    """The calls of the ``wanted`` keys grouped by candidate set too, streamed (a server-side
+    cursor on PostgreSQL: memory stays flat however many groups there are). The query narrows
+    by shape, namespace and cluster; the few rows of a wanted shape under an unwanted (cluster,
+    namespace) are dropped here."""
+    if not wanted:
+        return
+    shapes = {s for _, _, s in wanted}
+    narrow = Q(shape_id__in=[s for s in shapes if s is not None])
+    if None in shapes:
+        narrow |= Q(shape_id__isnull=True)
+    rows = (
+        _window(since, until, cluster)
+        .filter(narrow)
+        .filter(pod_namespace__in={n for _, n, _ in wanted}, cluster__in={c for c, _, _ in wanted})
+        .order_by()
+        .annotate(raw=_raw())
+        .values_list("cluster", "pod_namespace", "shape_id", "raw")
+        .annotate(calls=Count("id"), example=Max("id"))
+    )
+    for cluster_name, namespace, shape, raw, calls, example in rows.iterator(chunk_size=5000):
+        if (cluster_name, namespace, shape) in wanted:
+            yield Group(cluster_name, namespace, shape, bytes(raw), calls, example)
 
 
 def newest(since: datetime, until: datetime, cluster: str | None, size: int) -> list[Group]:
@@ -105,12 +148,13 @@ def newest(since: datetime, until: datetime, cluster: str | None, size: int) -> 
     rows = (
         _window(since, until, cluster)
         .order_by("-id")
-        .values_list("cluster", "pod_namespace", "shape_id", "candidates", "id")[:size]
+        .annotate(raw=_raw())
+        .values_list("cluster", "pod_namespace", "shape_id", "raw", "id")[:size]
     )
     counts: Counter[tuple[str, str, int | None, bytes]] = Counter()
     example: dict[tuple[str, str, int | None, bytes], int] = {}
-    for cluster_name, namespace, shape, candidates, pk in rows:
-        key = (cluster_name, namespace, shape, _bytes(candidates))
+    for cluster_name, namespace, shape, raw, pk in rows:
+        key = (cluster_name, namespace, shape, bytes(raw))
         counts[key] += 1
         example.setdefault(key, pk)
     return [Group(*key, calls, example[key]) for key, calls in counts.items()]
@@ -118,6 +162,41 @@ def newest(since: datetime, until: datetime, cluster: str | None, size: int) -> 
 
 def candidate_ids(group: Group) -> list[int]:
     return from_ranges(unpack(group.candidates))
+
+
+def candidate_mask(data: bytes, base: int) -> int:
+    """A stored candidate list as a mask over a ``NodeSpace`` (bit ``id - base``)."""
+    ranges = unpack(data)
+    mask = 0
+    for i in range(0, len(ranges) - 1, 2):
+        start, end = ranges[i] - base, ranges[i + 1] - base
+        if start >= 0 and end > start:
+            mask |= ((1 << (end - start)) - 1) << start
+    return mask
+
+
+@dataclass(frozen=True)
+class NodeSpace:
+    """A cluster's recorded node ids as bit positions: bit ``id - base`` is node ``names[bit]``
+    ("" for an id of another cluster in between)."""
+
+    base: int
+    names: tuple[str, ...]
+
+    def index(self) -> dict[str, int]:
+        return {name: bit for bit, name in enumerate(self.names) if name}
+
+
+def node_space(cluster: str) -> NodeSpace:
+    """The node ids the decision log handed out in ``cluster``."""
+    rows = list(DecisionNode.objects.filter(cluster=cluster).values_list("id", "name"))
+    if not rows:
+        return NodeSpace(0, ())
+    base = min(pk for pk, _ in rows)
+    names = [""] * (max(pk for pk, _ in rows) - base + 1)
+    for pk, name in rows:
+        names[pk - base] = name
+    return NodeSpace(base, tuple(names))
 
 
 def shape_labels(ids: Iterable[int | None]) -> dict[int, dict[str, str]]:

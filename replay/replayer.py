@@ -5,10 +5,12 @@ A draft is a set of compiled policies that replace the saved policies of the sam
 for a whole PolicySet applied with ``prune``, every saved policy). For each cluster the draft
 gets its own ``engine.evaluate.ClusterEvaluator`` over the node facts of the current snapshot,
 sharing the compiled objects of every policy it does not touch; the current rules are the
-snapshot's own evaluator. Calls are judged in groups (``replay.recorded.Group``: cluster,
-namespace, pod shape, candidate nodes) and every count is weighted by the calls a group stands
-for. Candidate nodes are judged as they are *now*; a recorded candidate the inventory no
-longer holds is left out of both verdicts and counted apart.
+snapshot's own evaluator. Calls are counted per (cluster, namespace, pod shape) — which
+policies select a pod depends on nothing else — and only the keys the draft can change are
+judged further, in groups with the same candidate nodes (``replay.recorded``), every count
+weighted by the calls a group stands for (docs/replay.md). Candidate nodes are judged as they
+are *now*, as bit masks over the cluster's recorded node ids; a recorded candidate the
+inventory no longer holds is left out of both verdicts and counted apart.
 """
 
 from __future__ import annotations
@@ -41,6 +43,21 @@ Progress = Callable[[int, int], None]
 
 def pool_labels() -> tuple[str, ...]:
     return tuple(settings.REPLAY_POOL_LABELS)
+
+
+class TooBig(ContentError):
+    """A replay past the bound: refused with the bound (HTTP 400, like any bad input)."""
+
+
+def too_big(bound: int) -> TooBig:
+    return TooBig(
+        {
+            "days": [
+                f"This window holds more than {bound:,} distinct recorded pod shapes and "
+                "candidate sets (the bound, REPLAY_MAX_SHAPES): replay fewer days or one cluster."
+            ]
+        }
+    )
 
 
 @dataclass
@@ -84,17 +101,29 @@ def draft_from_policy_set(document: Any, *, prune: bool = False) -> Draft:
 
 @dataclass
 class _Cluster:
-    """The current and the draft evaluator of one cluster, and its node names by id."""
+    """The current and the draft evaluator of one cluster."""
 
     snapshot: ClusterSnapshot
     draft: ClusterEvaluator
     touched: frozenset[int]  # positions (in the draft evaluator) of the draft's policies
-    pools: dict[str, int]  # pool -> its nodes as a bit mask (bit i: the evaluators' node i)
+
+
+@dataclass(frozen=True)
+class _Space:
+    """A cluster's recorded node ids as bits (``recorded.NodeSpace``), with what the inventory
+    holds now: masks are judged over these bits, never over names."""
+
+    base: int
+    names: tuple[str, ...]  # bit -> recorded node name
+    index: dict[str, int]  # name -> bit, for the nodes the inventory holds now
+    width: int  # every bit of the space
+    gone: int  # recorded nodes the inventory no longer holds
+    pools: dict[str, int]  # pool -> its nodes
 
 
 def mask_of(index: Mapping[str, int], names: Iterable[str]) -> int:
-    """Node names as a bit mask over an evaluator's node positions (unknown names ignored)."""
-    bits = bytearray((len(index) + 8) // 8)
+    """Node names as a bit mask over ``index``'s positions (unknown names ignored)."""
+    bits = bytearray((max(index.values(), default=0) + 8) // 8)
     for name in names:
         i = index.get(name)
         if i is not None:
@@ -141,17 +170,21 @@ def verdicts(table: PolicySetTable, index: Mapping[str, int]) -> Verdicts:
     )
 
 
-def _pools(cluster: ClusterSnapshot, keys: Sequence[str]) -> dict[str, int]:
+def space_of(cluster: ClusterSnapshot, space: recorded.NodeSpace, keys: Sequence[str]) -> _Space:
+    held = cluster.evaluator.nodes.index
+    index = {name: bit for bit, name in enumerate(space.names) if name and name in held}
+    width = (1 << len(space.names)) - 1
     members: dict[str, list[str]] = {}
     for node in cluster.facts:
         pool = next((node.labels[k] for k in keys if k in node.labels), NO_POOL)
         members.setdefault(pool, []).append(node.name)
-    index = cluster.evaluator.nodes.index
-    return {pool: mask_of(index, names) for pool, names in members.items()}
+    pools = {pool: mask_of(index, names) for pool, names in members.items()}
+    known = mask_of(index, index)
+    recorded_bits = mask_of(space.index(), (n for n in space.names if n))
+    return _Space(space.base, space.names, index, width, recorded_bits & ~known, pools)
 
 
 def prepare(snapshot: Snapshot, draft: Draft, clusters: Iterable[str]) -> dict[str, _Cluster]:
-    keys = pool_labels()
     out = {}
     for name in clusters:
         cluster = snapshot.clusters.get(name)
@@ -161,7 +194,7 @@ def prepare(snapshot: Snapshot, draft: Draft, clusters: Iterable[str]) -> dict[s
         added = [p for p in draft.policies if p.applies_to_cluster(name)]
         evaluator = ClusterEvaluator([*kept, *added], cluster.facts)
         touched = frozenset(range(len(kept), len(kept) + len(added)))
-        out[name] = _Cluster(cluster, evaluator, touched, _pools(cluster, keys))
+        out[name] = _Cluster(cluster, evaluator, touched)
     return out
 
 
@@ -197,106 +230,128 @@ def _count(table: dict[Any, dict[str, int]], key: Any, what: str, calls: int) ->
     row[what] = row.get(what, 0) + calls
 
 
-class Decoder:
-    """Node names, pod labels and candidate lists of recorded groups, resolved once and kept
-    (the editor's sample keeps one, so an edit decodes nothing)."""
+class Context:
+    """What a replay resolves once about recorded calls: pod labels by shape, each cluster's
+    node space and, for a kept sample, candidate masks (the editor's sample keeps one, so an
+    edit reads nothing)."""
 
-    def __init__(self) -> None:
-        self.names: dict[int, str] = {}
+    def __init__(self, *, keep_masks: bool = False) -> None:
         self.labels: dict[int, dict[str, str]] = {}
-        self.candidates: dict[bytes, tuple[str, ...]] = {}
-        # Per candidate set, those the inventory holds as a mask and their number (for the
-        # node table they were judged by).
-        self._known: dict[bytes, tuple[Any, int, int]] = {}
+        self.spaces: dict[str, recorded.NodeSpace] = {}
+        self.masks: dict[tuple[str, bytes], int] | None = {} if keep_masks else None
 
-    def load(self, groups: Sequence[recorded.Group]) -> None:
-        """Resolve the node names, pod labels and candidate lists of the groups (a few
-        queries)."""
-        pending = [g for g in groups if g.candidates not in self.candidates]
-        ids: set[int] = set()
-        for group in pending:
-            ids.update(recorded.candidate_ids(group))
-        self.names.update(recorded.node_names(ids - self.names.keys()))
-        for group in pending:
-            self.candidate_names(group)
-        shapes = {g.shape_id for g in groups if g.shape_id not in self.labels}
-        self.labels.update(recorded.shape_labels(shapes))
+    def load_labels(self, shapes: Iterable[int | None]) -> None:
+        self.labels.update(recorded.shape_labels(s for s in shapes if s not in self.labels))
 
-    def known(self, group: recorded.Group, nodes: Any) -> tuple[int, int]:
-        """The group's candidates that ``nodes`` (an evaluator's node table) holds: as a mask,
-        and how many."""
-        found = self._known.get(group.candidates)
-        if found is None or found[0] is not nodes:
-            mask = mask_of(nodes.index, self.candidate_names(group))
-            found = (nodes, mask, mask.bit_count())
-            self._known[group.candidates] = found
-        return found[1], found[2]
+    def load_spaces(self, clusters: Iterable[str]) -> None:
+        """Read after the calls were: a space holds every id those calls name."""
+        for cluster in set(clusters) - self.spaces.keys():
+            self.spaces[cluster] = recorded.node_space(cluster)
 
-    def candidate_names(self, group: recorded.Group) -> tuple[str, ...]:
-        # Node ids are per cluster, so the packed ids name the same nodes wherever they occur.
-        found = self.candidates.get(group.candidates)
+    def mask(self, group: recorded.Group, base: int) -> int:
+        if self.masks is None:
+            return recorded.candidate_mask(group.candidates, base)
+        key = (group.cluster, group.candidates)
+        found = self.masks.get(key)
         if found is None:
-            names = self.names
-            found = tuple(names.get(i, "") for i in recorded.candidate_ids(group))
-            self.candidates[group.candidates] = found
+            found = self.masks[key] = recorded.candidate_mask(group.candidates, base)
         return found
 
 
-class Replayer:
-    """Judges groups of recorded calls under the current rules and the draft.
+def keys_of(groups: Iterable[recorded.Group]) -> list[recorded.Key]:
+    """Groups summed per (cluster, namespace, shape)."""
+    calls: dict[tuple[str, str, int | None], int] = {}
+    for group in groups:
+        calls[group.key] = calls.get(group.key, 0) + group.calls
+    return [recorded.Key(*key, n) for key, n in calls.items()]
 
-    ``gone``: also name the recorded candidates the inventory no longer holds (the full
-    replay; the editor's line skips them, and with them every group the draft cannot change)."""
+
+Tables = tuple[PolicySetTable, PolicySetTable | None]
+
+
+class Replayer:
+    """Judges recorded calls under the current rules and the draft.
+
+    First per (cluster, namespace, shape) — ``changes`` tells which of them the draft can change
+    at all — then, for those only, per group of calls with the same candidates. ``gone``: also
+    name the recorded candidates the inventory no longer holds (the full replay; the editor's
+    line skips them)."""
 
     def __init__(
-        self, snapshot: Snapshot, draft: Draft, decoder: Decoder | None = None, gone: bool = True
+        self, snapshot: Snapshot, draft: Draft, context: Context | None = None, gone: bool = True
     ) -> None:
         self.snapshot = snapshot
         self.draft = draft
         self.clusters = prepare(snapshot, draft, snapshot.clusters)
         self.result = Result()
-        self.decoder = decoder or Decoder()
+        self.context = context or Context()
         self.gone = gone
-        # Per (cluster, namespace, shape): the tables now and under the draft (None: the draft
-        # cannot change it); per table, its verdicts as masks.
-        self._tables: dict[
-            tuple[str, str, int | None], tuple[PolicySetTable, PolicySetTable | None]
-        ] = {}
-        self._masks: dict[PolicySetTable, Verdicts] = {}
+        # Per key: the tables now and under the draft (None: the draft cannot change it); per
+        # cluster, its node space; per table, its verdicts as masks over that space.
+        self._tables: dict[tuple[str, str, int | None], Tables] = {}
+        self._spaces: dict[str, _Space] = {}
+        self._masks: dict[tuple[str, PolicySetTable], Verdicts] = {}
+
+    def changes(self, keys: Iterable[recorded.Key]) -> set[tuple[str, str, int | None]]:
+        """The keys whose verdicts the draft can change (the only calls read any further)."""
+        keys = list(keys)
+        self.context.load_labels(k.shape_id for k in keys)
+        out = set()
+        for key in keys:
+            cluster = self.clusters.get(key.cluster)
+            wanted = (key.cluster, key.namespace, key.shape_id)
+            if cluster is not None and self._tables_of(cluster, wanted)[1] is not None:
+                out.add(wanted)
+        return out
 
     def run(
-        self, groups: Sequence[recorded.Group], progress: Progress | None = None, every: int = 500
+        self,
+        keys: Sequence[recorded.Key],
+        groups: Iterable[recorded.Group],
+        progress: Progress | None = None,
+        *,
+        bound: int | None = None,
+        every: int = 500,
     ) -> Result:
-        self.decoder.load(groups)
-        for i, group in enumerate(groups):
-            self.judge(group)
-            if progress is not None and i % every == 0:
-                progress(i, len(groups))
-        if progress is not None:
-            progress(len(groups), len(groups))
-        return self.result
-
-    def _gone(self, group: recorded.Group, names: Iterable[str]) -> None:
-        self.result.gone_nodes.update((group.cluster, n) for n in names)
-        self.result.gone_calls += group.calls
-
-    def judge(self, group: recorded.Group) -> None:
+        """Count every key's calls, then judge the groups (of the keys ``changes`` named) as
+        they come. Progress counts the calls judged of those the changed keys hold; past
+        ``bound`` groups, ``too_big(bound)`` is raised (nothing has been written)."""
+        changed = self.changes(keys)
         result = self.result
-        result.calls += group.calls
-        result.shapes += 1
-        _count(result.by_namespace, (group.cluster, group.namespace), "calls", group.calls)
-        cluster = self.clusters.get(group.cluster)
-        if cluster is None:  # the cluster is gone: every candidate with it
-            if self.gone:
-                self._gone(group, self.decoder.candidate_names(group))
-            return
-        current = cluster.snapshot.evaluator
-        key = (group.cluster, group.namespace, group.shape_id)
+        total = 0
+        for key in keys:
+            result.calls += key.calls
+            result.shapes += 1
+            _count(result.by_namespace, (key.cluster, key.namespace), "calls", key.calls)
+            if (key.cluster, key.namespace, key.shape_id) in changed:
+                total += key.calls
+            if key.cluster not in self.clusters and self.gone:
+                self._gone_cluster(key)
+        done = 0
+        for i, group in enumerate(groups):
+            if bound is not None and i >= bound:
+                raise too_big(bound)
+            self.judge(group)
+            done += group.calls
+            if progress is not None and i % every == 0:
+                progress(done, total)
+        if progress is not None:
+            progress(total, total)
+        return result
+
+    def _gone_cluster(self, key: recorded.Key) -> None:
+        # The cluster is gone, and every node it had with it.
+        self.context.load_spaces([key.cluster])
+        names = self.context.spaces[key.cluster].names
+        self.result.gone_nodes.update((key.cluster, n) for n in names if n)
+        self.result.gone_calls += key.calls
+
+    def _tables_of(self, cluster: _Cluster, key: tuple[str, str, int | None]) -> Tables:
         tables = self._tables.get(key)
         if tables is None:
-            pod = PodFacts(
-                namespace=group.namespace, labels=self.decoder.labels.get(group.shape_id or 0, {})
-            )
+            labels = self.context.labels.get(key[2] or 0, {})
+            pod = PodFacts(namespace=key[1], labels=labels)
+            current = cluster.snapshot.evaluator
             positions = cluster.draft.active(pod)
             before = current.table(current.active(pod))
             changes = bool(cluster.touched.intersection(positions)) or any(
@@ -304,38 +359,51 @@ class Replayer:
             )
             after = cluster.draft.table(positions) if changes else None
             tables = self._tables[key] = (before, after)
-        before, after = tables
-        if after is None and not self.gone:
-            return  # neither a replaced nor a draft policy selects this pod: nothing changes
-        known, count = self.decoder.known(group, current.nodes)
-        if self.gone and count < len(self.decoder.candidate_names(group)):
-            index = current.nodes.index
-            self._gone(group, (n for n in self.decoder.candidate_names(group) if n not in index))
+        return tables
+
+    def _space(self, name: str, cluster: _Cluster) -> _Space:
+        found = self._spaces.get(name)
+        if found is None:
+            self.context.load_spaces([name])
+            found = self._spaces[name] = space_of(
+                cluster.snapshot, self.context.spaces[name], pool_labels()
+            )
+        return found
+
+    def judge(self, group: recorded.Group) -> None:
+        cluster = self.clusters.get(group.cluster)
+        if cluster is None:
+            return  # counted with its key
+        before, after = self._tables_of(cluster, group.key)
         if after is None:
-            return
-        result.judged += 1
-        index = current.nodes.index
+            return  # neither a replaced nor a draft policy selects this pod: nothing changes
+        space = self._space(group.cluster, cluster)
+        candidates = self.context.mask(group, space.base) & space.width
+        gone = candidates & space.gone
+        if gone and self.gone:
+            self.result.gone_nodes.update((group.cluster, n) for n in names_of(gone, space.names))
+            self.result.gone_calls += group.calls
+        known = candidates & ~gone
+        self.result.judged += 1
         self._compare(
             group,
-            cluster,
+            space,
             known,
-            count,
-            (before, self._verdicts(before, index)),
-            (after, self._verdicts(after, index)),
+            known.bit_count(),
+            (before, self._verdicts(group.cluster, before, space)),
+            (after, self._verdicts(group.cluster, after, space)),
         )
 
-    def _verdicts(self, table: PolicySetTable, index: Mapping[str, int]) -> Verdicts:
-        # Masks over the current evaluator's node positions, for its tables and the draft's
-        # alike (both judge the same node facts; the masks are built from names).
-        found = self._masks.get(table)
+    def _verdicts(self, cluster: str, table: PolicySetTable, space: _Space) -> Verdicts:
+        found = self._masks.get((cluster, table))
         if found is None:
-            found = self._masks[table] = verdicts(table, index)
+            found = self._masks[(cluster, table)] = verdicts(table, space.index)
         return found
 
     def _compare(
         self,
         group: recorded.Group,
-        cluster: _Cluster,
+        space: _Space,
         known: int,
         count: int,
         before: tuple[PolicySetTable, Verdicts],
@@ -350,7 +418,7 @@ class Replayer:
         rules = [key for key, mask in after[1].rules if lost & mask] if lost else []
         for rule in rules:
             _count(result.by_rule, rule, "calls_losing_nodes", calls)
-        for pool, mask in cluster.pools.items():
+        for pool, mask in space.pools.items():
             if lost & mask:
                 _count(result.by_pool, (group.cluster, pool), "calls_losing_nodes", calls)
             if gained & mask:
@@ -364,7 +432,7 @@ class Replayer:
         elif now and not was:
             kind = "from_zero"
             result.from_zero.add(calls)
-        elif now and was and not self._best(cluster, before, was) & self._best(cluster, after, now):
+        elif now and was and not self._best(space, before, was) & self._best(space, after, now):
             kind = "best_changed"
             result.best_changed.add(calls)
         elif count and not was and not now:
@@ -378,7 +446,7 @@ class Replayer:
                 "calls": calls,
                 "cluster": group.cluster,
                 "namespace": group.namespace,
-                "labels": self.decoder.labels.get(group.shape_id or 0, {}),
+                "labels": self.context.labels.get(group.shape_id or 0, {}),
                 "candidates": count,
                 "passing_before": was.bit_count(),
                 "passing_after": now.bit_count(),
@@ -389,7 +457,7 @@ class Replayer:
         if len(result.worst) > 4 * WORST:
             self._trim()
 
-    def _best(self, cluster: _Cluster, judged: tuple[PolicySetTable, Verdicts], mask: int) -> int:
+    def _best(self, space: _Space, judged: tuple[PolicySetTable, Verdicts], mask: int) -> int:
         """The nodes of ``mask`` with the best raw score (kube-scheduler picks among them)."""
         table, masks = judged
         if masks.tiers is not None:
@@ -398,11 +466,10 @@ class Replayer:
                     return mask & tier
             return mask
         # Resource weights scale by the largest allocatable among the nodes: work it out.
-        nodes = cluster.snapshot.evaluator.nodes
-        names = names_of(mask, nodes.names)
+        names = names_of(mask, space.names)
         raws = table.scores.raw(names)
         top = max(raws)
-        return mask_of(nodes.index, (n for n, raw in zip(names, raws, strict=True) if raw == top))
+        return mask_of(space.index, (n for n, raw in zip(names, raws, strict=True) if raw == top))
 
     def _trim(self) -> None:
         order = {"to_zero": 0, "best_changed": 1, "from_zero": 2}

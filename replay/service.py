@@ -1,8 +1,10 @@
 """The replay's entry points: the full replay (API, report page, Celery task) and the editor's
 sampled line.
 
-The full replay groups the window's calls in the database and refuses a window whose distinct
-groups pass ``REPLAY_MAX_SHAPES`` (the bound is in the message). The editor's line replays a
+The full replay counts the window's calls per pod shape in the database, reads the candidate
+sets of only the shapes the draft can change, and refuses a window whose distinct shapes, or
+the changed shapes' distinct candidate sets, pass ``REPLAY_MAX_SHAPES`` (the bound is in the
+message). The editor's line replays a
 sample — the newest ``REPLAY_SAMPLE_CALLS`` calls of the window — whose decoded groups are kept
 in this process per (window, cluster) for ``REPLAY_SAMPLE_TTL`` seconds, so typing in the editor
 does not read the log again; the line says it is a sample and scales nothing it did not see.
@@ -22,13 +24,15 @@ from core.errors import ContentError
 from engine.snapshot import Snapshot
 from replay import recorded
 from replay.replayer import (
-    Decoder,
+    Context,
     Draft,
     Progress,
     Replayer,
     clusters_named,
+    keys_of,
     report,
     snapshot_now,
+    too_big,
 )
 
 MAX_DAYS = 31
@@ -47,10 +51,6 @@ def window(days: int, now: datetime | None = None) -> tuple[datetime, datetime]:
     return until - timedelta(days=days), until
 
 
-class TooBig(ContentError):
-    """A replay past the bound: refused with the bound (HTTP 400, like any bad input)."""
-
-
 def replay(
     draft: Draft,
     *,
@@ -65,18 +65,16 @@ def replay(
     cluster = clusters_named(snapshot, cluster)
     since, until = window(days, now)
     bound = int(settings.REPLAY_MAX_SHAPES)
-    groups = recorded.groups(since, until, cluster, bound + 1)
-    if len(groups) > bound:
-        raise TooBig(
-            {
-                "days": [
-                    f"This window holds more than {bound:,} distinct recorded pod shapes and "
-                    f"candidate sets (the bound, REPLAY_MAX_SHAPES): replay fewer days or one "
-                    "cluster."
-                ]
-            }
-        )
-    result = Replayer(snapshot, draft).run(groups, progress)
+    keys = recorded.keys(since, until, cluster, bound + 1)
+    if len(keys) > bound:
+        raise too_big(bound)
+    replayer = Replayer(snapshot, draft)
+    changed = replayer.changes(keys)
+    groups = recorded.groups(since, until, cluster, changed)
+    try:
+        result = replayer.run(keys, groups, progress, bound=bound)
+    finally:
+        groups.close()  # a replay stopped by the bound closes its cursor now, not when collected
     return report(
         result,
         since=since,
@@ -92,7 +90,8 @@ def replay(
 class Sample:
     at: float
     groups: list[recorded.Group]
-    decoder: Decoder
+    keys: list[recorded.Key]
+    context: Context
     sampled_calls: int
     total_calls: int
 
@@ -120,9 +119,9 @@ def sample(days: int, cluster: str | None) -> Sample:
     total = sampled
     if sampled >= int(settings.REPLAY_SAMPLE_CALLS):
         total = recorded.calls_in_window(since, until, cluster)
-    decoder = Decoder()
-    decoder.load(groups)
-    fresh = Sample(time.monotonic(), groups, decoder, sampled, total)
+    context = Context(keep_masks=True)
+    context.load_spaces(g.cluster for g in groups)
+    fresh = Sample(time.monotonic(), groups, keys_of(groups), context, sampled, total)
     with _lock:
         _samples[key] = fresh
     return fresh
@@ -134,8 +133,8 @@ def sampled_replay(
     """The replay of the sample: the counts it saw, and the window's total calls."""
     snapshot = snapshot or snapshot_now()
     taken = sample(days, cluster)
-    replayer = Replayer(snapshot, draft, taken.decoder, gone=False)
-    result = replayer.run(taken.groups)
+    replayer = Replayer(snapshot, draft, taken.context, gone=False)
+    result = replayer.run(taken.keys, taken.groups)
     return {
         "days": days,
         "cluster": cluster,

@@ -26,9 +26,8 @@ from typing import Any
 from django.db.models import BinaryField, Count, ExpressionWrapper, F, Max, Q, QuerySet
 
 from core.verbs import NODE_CHOOSING_VERBS
-from decisions.codec import from_ranges, unpack
+from decisions.codec import unpack
 from decisions.models import Decision, DecisionNode, DecisionShape
-from decisions.queries import node_names
 from decisions.records import CallRecord
 from decisions.store import write_batch
 
@@ -39,13 +38,11 @@ __all__ = [
     "Key",
     "NodeSpace",
     "calls_in_window",
-    "candidate_ids",
     "candidate_mask",
     "examples",
     "groups",
     "keys",
     "newest",
-    "node_names",
     "node_space",
     "shape_labels",
     "write_batch",
@@ -158,10 +155,6 @@ def newest(since: datetime, until: datetime, cluster: str | None, size: int) -> 
         counts[key] += 1
         example.setdefault(key, pk)
     return [Group(*key, calls, example[key]) for key, calls in counts.items()]
-
-
-def candidate_ids(group: Group) -> list[int]:
-    return from_ranges(unpack(group.candidates))
 
 
 def candidate_mask(data: bytes, base: int) -> int:

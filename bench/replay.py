@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,7 +253,7 @@ def _day(at: float):
     return datetime.fromtimestamp(at, tz=UTC).date()
 
 
-DRAFT = {
+DRAFT: dict[str, Any] = {
     "name": "ml-gpu",
     "filter_rules": [{"kind": "label", "key": GPU, "operator": "In", "values": ["H100"]}],
 }

@@ -18,7 +18,9 @@ kube-scheduler draining a full queue:
 
 Pods per second is measured from kube-scheduler's own log, between its first and its last
 "Successfully bound pod" line (start-up and cache sync excluded); for the own scheduler, between
-the first and the last pod seen bound by polling the API every quarter second. The machine's
+the first and the last pod seen bound by polling the API every quarter second. Then, each
+side's scheduler still running, pods arrive one at a time (``ARRIVALS`` at ``ARRIVAL_RATE`` a
+second) and each one's creation-to-bound latency is taken from a watch. The machine's
 load average is printed before and after each side, since other work on the machine changes the
 figures; the ratios of the sides, measured minutes apart, are the figures to read. Writes
 ``bench/results/kube-scheduler.md`` unless ``--nodes``/``--pods`` make it a quick run (then it
@@ -48,6 +50,13 @@ ZONES = ("a", "b", "c", "d")
 BOUND = re.compile(r"^I(\d{4}) (\d\d:\d\d:\d\d\.\d+) .*Successfully bound pod to node")
 OWN_SCHEDULER = "portal-own"
 EVALUATED = re.compile(r"Successfully bound pod to node.* evaluatedNodes=(\d+)")
+HEADER = (
+    "| side | pods bound | seconds | pods/s | on zone d | nodes evaluated "
+    "| creation → bound p50 / p95, ms | load before | load after |\n"
+    "|---|---|---|---|---|---|---|---|---|"
+)
+ARRIVALS = 200  # pods created one at a time while a scheduler runs ...
+ARRIVAL_RATE = 10.0  # ... this many a second
 
 
 def configure(workdir: Path) -> None:
@@ -93,6 +102,56 @@ def bound_times(log: str) -> list[float]:
     return out
 
 
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def arrivals(plane: Any, label: str, scheduler_name: str = "") -> dict[str, float]:
+    """Pods created one at a time at ``ARRIVAL_RATE`` a second while the scheduler runs (its
+    queue drained): seconds from just before each create call to a watch seeing the pod bound.
+    What an operator calls scheduling latency; the drain's pods/s cannot show it."""
+    import threading
+
+    from kubernetes import watch
+
+    namespace = plane.new_namespace(f"{label}-arrive")
+    created: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    stream = watch.Watch()
+
+    def follow() -> None:
+        for event in stream.stream(
+            plane.core.list_namespaced_pod, namespace, timeout_seconds=int(ARRIVALS / 2 + 120)
+        ):
+            pod = event["object"]
+            if pod.spec.node_name and pod.metadata.name not in bound:
+                bound[pod.metadata.name] = time.monotonic()
+                if len(bound) >= ARRIVALS:
+                    stream.stop()
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    time.sleep(1.0)  # the watch is open before the first pod
+    start = time.monotonic()
+    for i in range(ARRIVALS):
+        time.sleep(max(0.0, start + i / ARRIVAL_RATE - time.monotonic()))
+        created[f"a-{i}"] = time.monotonic()
+        plane.create_pod(namespace, f"a-{i}", scheduler_name=scheduler_name)
+    thread.join(timeout=120)
+    stream.stop()
+    latencies = [bound[name] - at for name, at in created.items() if name in bound]
+    figures = {
+        "arrived": float(len(latencies)),
+        "p50": percentile(latencies, 0.5),
+        "p95": percentile(latencies, 0.95),
+    }
+    p50, p95 = figures["p50"] * 1000, figures["p95"] * 1000
+    print(f"{label}: {len(latencies)} of {ARRIVALS} arrivals bound; creation to bound p50 "
+          f"{p50:.0f} ms, p95 {p95:.0f} ms", flush=True)  # fmt: skip
+    return figures
+
+
 def drain(
     plane: Any, config: dict[str, Any], namespace: str, pods: int, label: str
 ) -> dict[str, Any]:
@@ -111,7 +170,8 @@ def drain(
             timeout=max(600.0, pods / 2),
             every=1.0,
         )
-        times = bound_times(scheduler.log(1 << 30))
+        times = bound_times(scheduler.log(1 << 30))[:pods]
+        arrived = arrivals(plane, label)
     finally:
         scheduler.stop()
     log = scheduler.log(1 << 30)
@@ -135,6 +195,7 @@ def drain(
         "after": after,
         "zone_d": on_d,
         "evaluated": median,
+        **arrived,
     }
 
 
@@ -184,6 +245,7 @@ def drain_own(
             if any(not p.alive() for p in processes):
                 raise RuntimeError(f"{label}: a portal process exited: {processes[1].log()}")
             time.sleep(0.25)
+        arrived = arrivals(plane, label, OWN_SCHEDULER) if bound >= pods else {}
     finally:
         for process in processes:
             process.stop()
@@ -205,6 +267,7 @@ def drain_own(
         "after": after,
         "zone_d": on_d,
         "evaluated": "—",
+        **arrived,
     }
 
 
@@ -309,9 +372,13 @@ def main(argv: list[str] | None = None) -> int:
 
     ratio = with_extender["rate"] / alone["rate"]
     own_ratio = own["rate"] / alone["rate"]
+    latency = own["p50"] / alone["p50"]
     print(f"\nwith the extender / alone: {ratio:.2f}x ({with_extender['rate']:.1f} vs "
           f"{alone['rate']:.1f} pods/s); {args.nodes} nodes, {args.pods} pods each")  # fmt: skip
     print(f"own scheduler / kube-scheduler alone: {own_ratio:.2f}x ({own['rate']:.1f} pods/s)")
+    print(f"creation to bound, p50: own {own['p50'] * 1000:.0f} ms, kube-scheduler alone "
+          f"{alone['p50'] * 1000:.0f} ms ({latency:.2f}x); with the extender "
+          f"{with_extender['p50'] * 1000:.0f} ms")  # fmt: skip
     if quick:
         print(f"A quick run ({args.nodes} nodes, {args.pods} pods; the reference scale is "
               f"{NODES} nodes, {PODS} pods): {RESULTS.name} not written.")  # fmt: skip
@@ -332,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows = "\n".join(
         f"| {label} | {r['bound']} | {r['span']:.1f} | {r['rate']:.1f} | {r['zone_d']} "
-        f"| {r['evaluated']} | {r['before']} | {r['after']} |"
+        f"| {r['evaluated']} | {r['p50'] * 1000:.0f} / {r['p95'] * 1000:.0f} "
+        f"| {r['before']} | {r['after']} |"
         for label, r in sides
     )
     results.write_text(
@@ -350,8 +418,7 @@ evaluated": kube-scheduler's evaluatedNodes per pod, the median. {qps}
 Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; other
 work was running on it (load averages below).
 
-| side | pods bound | seconds | pods/s | on zone d | nodes evaluated | load before | load after |
-|---|---|---|---|---|---|---|---|
+{HEADER}
 {rows}
 
 **With the extender / alone: {ratio:.2f}x.** Both costs of the extender are in this ratio: the
@@ -364,6 +431,13 @@ with extenders (docs/own-scheduler.md, "Four ways").
 `manage.py watch_nodes` on the same SQLite database, the pods naming the cluster's
 `scheduler_name`, the same policy; its rate is polled from the API every quarter second, so it
 carries up to half a second of error over the span.
+
+**Creation to bound, p50: own scheduler / kube-scheduler alone {latency:.2f}x** (target: within
+2x). After each side's queue is drained, with its scheduler still running, {ARRIVALS} more pods
+are created one at a time, {ARRIVAL_RATE:g} a second, in a fresh namespace; each pod's latency
+runs from just before its create call to a watch on the namespace seeing it bound (the watch's
+delivery included, the same for every side). With the extender:
+{with_extender["p50"] * 1000:.0f} ms p50 against {alone["p50"] * 1000:.0f} ms alone.
 """
     )
     print(f"wrote {results}")

@@ -80,6 +80,11 @@ def changes() -> dict[str, Callable[[int], None]]:
         node["metadata"]["labels"]["example.com/bench-change"] = str(n)
         nodes_apply(cluster=Cluster.objects.get(name="site-03"), objects=[node], replace=False)
 
+    def big_node_label(n: int) -> None:
+        node = load.node(17, slim=True)
+        node["metadata"]["labels"]["example.com/bench-change"] = str(n)
+        nodes_apply(cluster=Cluster.objects.get(name="bench"), objects=[node], replace=False)
+
     def node_cordon(n: int) -> None:
         node = load.node(first_of_site_03 + 1, slim=True)
         node.setdefault("spec", {})["unschedulable"] = next(turns) % 2 == 0
@@ -109,6 +114,7 @@ def changes() -> dict[str, Callable[[int], None]]:
         f"a policy of one {SMALL_NODES}-node cluster (mode switch)": toggle(small.name),
         "a policy of the 5,000-node cluster (mode switch)": toggle(big.name),
         f"one node relabelled in a {SMALL_NODES}-node cluster": node_label,
+        "one node relabelled in the 5,000-node cluster": big_node_label,
         f"one node cordoned or uncordoned in a {SMALL_NODES}-node cluster": node_cordon,
         f"one node added or deleted in a {SMALL_NODES}-node cluster": node_add_or_delete,
         "a policy for every cluster (edit)": global_policy,

@@ -139,10 +139,18 @@ class NodeRecord:
     labels: Mapping[str, str]
     allocatable: Mapping[str, int]
     conditions: Sequence[Mapping[str, Any]] | Mapping[str, str]
+    # The reader's hash of the stored record (policies.compile: of the name and the stored
+    # text of the three columns), so a rebuild neither decodes nor hashes an unchanged node
+    # again; None: ``fingerprint`` hashes the fields.
+    digest: int | None = None
 
     def fingerprint(self) -> int:
-        """A hash of everything node facts are judged from. Python salts string hashes per
-        process, so no label value can be chosen to collide with another node's."""
+        """A hash of everything node facts are judged from (the reader's ``digest`` when it
+        gave one). Python salts string hashes per process, so no label value can be chosen to
+        collide with another node's, and a digest kept on disk by another process matches
+        nothing here (its node is judged again)."""
+        if self.digest is not None:
+            return self.digest
         conditions = self.conditions
         if isinstance(conditions, Mapping):
             statuses: Any = frozenset(conditions.items())

@@ -73,6 +73,7 @@ def sources_document(
         "nodes": {
             cluster: [
                 [node.name, dict(node.labels), dict(node.allocatable), node.conditions]
+                + ([node.digest] if node.digest is not None else [])
                 for node in records
             ]
             for cluster, records in nodes.items()

@@ -14,6 +14,7 @@ processes keep on disk for restarts while the database is unreachable.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -21,6 +22,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import TextField
+from django.db.models.functions import Cast
 
 from core.revisions import cluster_revisions, current_snapshot_revision
 from engine.rollout import staged_content
@@ -48,6 +51,13 @@ _latest_lock = threading.Lock()
 # the engine recognises them without comparing (``engine.sources``).
 _policy_contents: dict[int, tuple[tuple[Any, ...], dict[str, Any], int]] = {}
 _policy_contents_lock = threading.Lock()
+
+# The nodes as last read, by cluster primary key and name: records whose ``digest`` (a hash of
+# the name and the stored text of the columns they are decoded from) is unchanged are reused
+# as they are, not decoded again. Keyed by content, so a read inside a transaction that is
+# later rolled back can fill it safely.
+_node_records: dict[int, dict[str, NodeRecord]] = {}
+_node_records_lock = threading.Lock()
 
 
 def current_snapshot() -> Snapshot:
@@ -78,6 +88,8 @@ def forget() -> None:
     _latest = None
     with _policy_contents_lock:
         _policy_contents = {}
+    with _node_records_lock:
+        _node_records.clear()
 
 
 def build_snapshot(previous: Snapshot | None = None) -> Snapshot:
@@ -170,28 +182,54 @@ def _clusters() -> tuple[dict[int, str], list[ClusterSettings]]:
 
 def _nodes(clusters: Mapping[int, str], *, whole: bool) -> dict[str, list[NodeRecord]]:
     """The nodes of ``clusters`` (pk -> name), every one of them present (empty: no nodes);
-    ``whole``: they are all the clusters there are (no filter on the read)."""
+    ``whole``: they are all the clusters there are (no filter on the read).
+
+    The three JSON columns are read as their stored text and hashed with the name (the
+    record's ``digest``); a node whose digest is the one read last time keeps the objects
+    decoded then (``_node_records``), so after one node of 5,000 changed, one is decoded."""
     nodes: dict[str, list[NodeRecord]] = {name: [] for name in clusters.values()}
     if not clusters:
         return nodes
-    rows = Node.objects.values_list(
-        "cluster_id", "name", "labels", "allocatable_parsed", "conditions"
-    ).order_by("cluster_id", "name")
+    rows = (
+        Node.objects.annotate(
+            labels_text=Cast("labels", TextField()),
+            allocatable_text=Cast("allocatable_parsed", TextField()),
+            conditions_text=Cast("conditions", TextField()),
+        )
+        .values_list("cluster_id", "name", "labels_text", "allocatable_text", "conditions_text")
+        .order_by("cluster_id", "name")
+    )
     if not whole:
         rows = rows.filter(cluster_id__in=list(clusters))
-    for cluster_id, name, labels, allocatable, conditions in rows.iterator(chunk_size=2000):
+    fresh: dict[int, dict[str, NodeRecord]] = {pk: {} for pk in clusters}
+    for cluster_id, name, *texts in rows.iterator(chunk_size=2000):
         cluster = clusters.get(cluster_id)
         if cluster is None:  # a cluster created after the cluster read: not in this snapshot
             continue
-        nodes[cluster].append(
-            NodeRecord(
+        digest = hash((name, *texts))
+        record = _node_records.get(cluster_id, {}).get(name)
+        if record is None or record.digest != digest:
+            labels, allocatable, conditions = (_json(text) for text in texts)
+            record = NodeRecord(
                 name=name,
                 labels=labels if isinstance(labels, dict) else {},
                 allocatable=_ints(allocatable),
                 conditions=conditions if isinstance(conditions, list) else [],
+                digest=digest,
             )
-        )
+        fresh[cluster_id][name] = record
+        nodes[cluster].append(record)
+    with _node_records_lock:
+        if whole:
+            _node_records.clear()
+        _node_records.update(fresh)
     return nodes
+
+
+def _json(text: str | None) -> Any:
+    # The standard library's decoder, not orjson's: orjson turns an integer past 64 bits into
+    # a float, and an allocatable quantity must stay exact.
+    return None if text is None else json.loads(text)
 
 
 def _ints(values: Any) -> dict[str, int]:

@@ -57,7 +57,18 @@ def node_facts(
                 statuses[c["type"]] = status if isinstance(status, str) else "Unknown"
     shared_allocatable = {_shared(key): value for key, value in (allocatable or {}).items()}
     statuses = {_shared(key): _shared(value) for key, value in statuses.items()}
-    return NodeFacts(name, effective, shared_allocatable, statuses)
+    # A reader that keeps its records (policies.compile) hands in maps already shared: where
+    # the facts' map is equal, the facts take the record's, so a node costs one of each.
+    return NodeFacts(
+        name,
+        _same(effective, labels),
+        _same(shared_allocatable, allocatable),
+        _same(statuses, conditions),
+    )
+
+
+def _same(built: dict[str, Any], given: Any) -> Mapping[str, Any]:
+    return given if isinstance(given, dict) and built == given else built
 
 
 def _shared(text: Any) -> Any:

@@ -72,7 +72,7 @@ def sources_document(
         },
         "nodes": {
             cluster: [
-                [node.name, dict(node.labels), dict(node.allocatable), node.conditions]
+                [node.name, _plain(node.labels), _plain(node.allocatable), node.conditions]
                 + ([node.digest] if node.digest is not None else [])
                 for node in records
             ]
@@ -81,6 +81,12 @@ def sources_document(
         "policies": [[content, version] for content, version in policies],
         "assignments": [[scope, content] for scope, content in assignments],
     }
+
+
+def _plain(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    # The reader's own dict, not a copy: the facts built from the document share it with the
+    # record the reader keeps (policies.compile), so a node's labels are held once.
+    return mapping if type(mapping) is dict else dict(mapping)
 
 
 def snapshot_from_sources(

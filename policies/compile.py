@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import connection, transaction
@@ -56,7 +57,7 @@ _policy_contents_lock = threading.Lock()
 # the name and the stored text of the columns they are decoded from) is unchanged are reused
 # as they are, not decoded again. Keyed by content, so a read inside a transaction that is
 # later rolled back can fill it safely.
-_node_records: dict[int, dict[str, NodeRecord]] = {}
+_node_records: dict[int, list[NodeRecord]] = {}
 _node_records_lock = threading.Lock()
 
 
@@ -88,6 +89,12 @@ def forget() -> None:
     _latest = None
     with _policy_contents_lock:
         _policy_contents = {}
+    forget_node_records()
+
+
+def forget_node_records() -> None:
+    """Drop the node records kept from the last read: the next read decodes every node, as a
+    process's first does (benchmarks of a cold build)."""
     with _node_records_lock:
         _node_records.clear()
 
@@ -201,29 +208,78 @@ def _nodes(clusters: Mapping[int, str], *, whole: bool) -> dict[str, list[NodeRe
     )
     if not whole:
         rows = rows.filter(cluster_id__in=list(clusters))
-    fresh: dict[int, dict[str, NodeRecord]] = {pk: {} for pk in clusters}
-    for cluster_id, name, *texts in rows.iterator(chunk_size=2000):
+    earlier = {pk: _Earlier(_node_records.get(pk, ())) for pk in clusters}
+    pool: dict[tuple[Any, ...], dict[str, Any]] = {}  # equal small dicts, one object
+    for cluster_id, name, labels, allocatable, conditions in rows.iterator(chunk_size=2000):
         cluster = clusters.get(cluster_id)
         if cluster is None:  # a cluster created after the cluster read: not in this snapshot
             continue
-        digest = hash((name, *texts))
-        record = _node_records.get(cluster_id, {}).get(name)
+        digest = hash((name, labels, allocatable, conditions))
+        record = earlier[cluster_id].find(name)
         if record is None or record.digest != digest:
-            labels, allocatable, conditions = (_json(text) for text in texts)
-            record = NodeRecord(
-                name=name,
-                labels=labels if isinstance(labels, dict) else {},
-                allocatable=_ints(allocatable),
-                conditions=conditions if isinstance(conditions, list) else [],
-                digest=digest,
-            )
-        fresh[cluster_id][name] = record
+            record = _record(name, labels, allocatable, conditions, digest, pool)
         nodes[cluster].append(record)
     with _node_records_lock:
         if whole:
             _node_records.clear()
-        _node_records.update(fresh)
+        _node_records.update((pk, nodes[name]) for pk, name in clusters.items())
     return nodes
+
+
+class _Earlier:
+    """A cluster's records of the last read, in its order, found by name as the next read
+    walks its rows in the same order: a cursor, and an index built only once the rows stray
+    from it (a node added or deleted), kept for this read alone."""
+
+    def __init__(self, records: Sequence[NodeRecord]) -> None:
+        self.records = records
+        self.at = 0
+        self.index: dict[str, NodeRecord] | None = None
+
+    def find(self, name: str) -> NodeRecord | None:
+        if self.index is None:
+            records, at = self.records, self.at
+            if at < len(records) and records[at].name == name:
+                self.at = at + 1
+                return records[at]
+            self.index = {record.name: record for record in records}
+        return self.index.get(name)
+
+
+def _record(
+    name: str,
+    labels: str | None,
+    allocatable: str | None,
+    conditions: str | None,
+    digest: int,
+    pool: dict[tuple[Any, ...], dict[str, Any]],
+) -> NodeRecord:
+    """A node decoded as a snapshot keeps it between reads: strings shared (``sys.intern``:
+    thousands of nodes repeat the same keys and most values), the conditions as the ``{type:
+    status}`` the facts are judged from (not the whole list with its messages), and equal
+    allocatable and condition maps one object (``pool``: nodes of one type repeat them)."""
+    decoded = _json(labels)
+    statuses: dict[str, str] = {}
+    for condition in _json(conditions) or ():
+        if isinstance(condition, dict) and isinstance(condition.get("type"), str):
+            status = condition.get("status")
+            statuses[sys.intern(condition["type"])] = (
+                sys.intern(status) if isinstance(status, str) else "Unknown"
+            )
+    amounts = {_shared(k): v for k, v in _ints(_json(allocatable)).items()}
+    return NodeRecord(
+        name=sys.intern(name),
+        labels={_shared(k): _shared(v) for k, v in decoded.items()}
+        if isinstance(decoded, dict)
+        else {},
+        allocatable=pool.setdefault(("allocatable", *amounts.items()), amounts),
+        conditions=pool.setdefault(("conditions", *statuses.items()), statuses),
+        digest=digest,
+    )
+
+
+def _shared(text: Any) -> Any:
+    return sys.intern(text) if type(text) is str else text
 
 
 def _json(text: str | None) -> Any:

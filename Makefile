@@ -53,16 +53,17 @@ audit: $(DEV_STAMP)
 	$(PY) deploy/audit.py
 
 # Each benchmark prints its ratios and writes bench/results/; the two that need a service say
-# so and are left out without it: the decision log's CPU and latency on PostgreSQL
-# (DATABASE_URL=postgres://...; it makes and drops its own database) and kube-scheduler with and
+# so and are left out without it: the decision log's CPU and latency, and its bytes per decision,
+# on PostgreSQL (DATABASE_URL=postgres://...; each makes and drops its own database) and kube-scheduler with and
 # without the portal on a real control plane (KUBEBUILDER_ASSETS).
 bench: $(DEV_STAMP)
 	@for f in bench/extender.py bench/admission.py bench/sync.py bench/faults.py bench/preview.py bench/pages.py bench/login.py; do \
 		if [ -f $$f ]; then echo "== $$f"; $(PY) $$f || exit 1; fi; \
 	done
 	@case "$$DATABASE_URL" in \
-		postgres*) echo "== bench/decision_writer.py"; $(PY) bench/decision_writer.py && $(PY) bench/decision_writer.py --cpu || exit 1;; \
-		*) echo "== bench/decision_writer.py left out: it needs DATABASE_URL=postgres://...";; \
+		postgres*) echo "== bench/decision_writer.py"; $(PY) bench/decision_writer.py && $(PY) bench/decision_writer.py --cpu || exit 1; \
+			echo "== bench/decision_bytes.py"; $(PY) bench/decision_bytes.py || exit 1;; \
+		*) echo "== bench/decision_writer.py and bench/decision_bytes.py left out: they need DATABASE_URL=postgres://...";; \
 	esac
 	@if [ -n "$$KUBEBUILDER_ASSETS" ]; then \
 		echo "== bench/kube_scheduler.py"; $(PY) bench/kube_scheduler.py || exit 1; \

@@ -74,6 +74,7 @@ _RICE = 0b011  # marker | k << 3, varint count, varint first id, then the gaps' 
 _RICE_K_MAX = 31
 _RICE_MEAN_GAP = 1.5
 _TABLE_K = 10  # Rice remainders of up to 10 bits are looked up, not formatted
+_UNARY = ["1" * q + "0" for q in range(64)]  # and quotients below 64
 
 
 def _varint(value: int, out: bytearray) -> None:
@@ -156,7 +157,10 @@ def pack_candidates(ids: Iterable[int]) -> bytes:
         text = "".join(map(_remainders(k)[0].__getitem__, low))
     else:
         text = "".join(format(r, f"0{k}b") for r in low)
-    text += "0".join(map("1".__mul__, map(k.__rrshift__, gaps))) + "0"
+    try:
+        text += "".join(map(_UNARY.__getitem__, map(k.__rrshift__, gaps)))
+    except IndexError:  # a gap of 64 * 2**k or more
+        text += "0".join(map("1".__mul__, map(k.__rrshift__, gaps))) + "0"
     text += "0" * (-len(text) % 8)
     out += int(text, 2).to_bytes(len(text) // 8, "big")
     return bytes(out)

@@ -120,3 +120,11 @@ def test_a_set_cut_short_is_refused() -> None:
     packed = codec.pack_candidates(random.Random(4).sample(range(1, 5001), 500))
     with pytest.raises(ValueError, match="cut short"):
         codec.candidate_ids(packed[:-40])
+
+
+def test_a_far_outlier_among_scattered_ids_round_trips() -> None:
+    ids = [*random.Random(6).sample(range(1, 20001), 2000), 30000]  # one gap of ~10,000
+    packed = codec.pack_candidates(ids)
+    assert packed[0] & 0b111 == 0b011
+    assert 10000 >> (packed[0] >> 3) >= 64  # its quotient is past the unary table
+    assert codec.candidate_ids(packed) == sorted(ids)

@@ -47,6 +47,16 @@ def node_names(ids: Iterable[int]) -> dict[int, str]:
     return out
 
 
+def raw_candidates() -> Any:
+    """The candidates column as stored (bytes in any of its formats, None for none), for reads
+    that group or hash candidate sets without decoding every row:
+    ``.values(raw=raw_candidates())``; ``codec.candidate_ids`` or ``codec.candidate_mask``
+    decode it."""
+    from django.db.models import BinaryField, ExpressionWrapper, F
+
+    return ExpressionWrapper(F("candidates"), output_field=BinaryField())
+
+
 def decode_many(decisions: Sequence[Any]) -> dict[int, Decoded]:
     """Decoded views of ``decisions`` in four queries whatever their number."""
     from decisions.models import DecisionPolicySet, DecisionReason, DecisionShape

@@ -121,6 +121,22 @@ def test_candidates_in_any_order_are_stored_small_and_read_back() -> None:
     assert row.candidates == []
 
 
+def test_raw_candidates_group_and_decode_without_the_field() -> None:
+    from django.db.models import Count
+
+    names = [f"node-{i:04d}" for i in range(50)]
+    write(call(candidates=names))
+    sets = [names[::3], names[::3], names[1::7]]
+    rows = write(*(call(candidates=s) for s in sets))
+    raw = Decision.objects.filter(pk__in=[r.pk for r in rows]).values(raw=queries.raw_candidates())
+    grouped = sorted(
+        (codec.candidate_ids(row["raw"]), row["calls"])
+        for row in raw.annotate(calls=Count("id")).order_by()
+    )
+    assert grouped == sorted([(rows[0].candidates, 2), (rows[2].candidates, 1)])
+    assert all(isinstance(row["raw"], bytes | memoryview) for row in raw)
+
+
 def test_candidates_stored_as_ranges_before_still_read() -> None:
     (row,) = write(call(candidates=[f"node-{i}" for i in range(3)]))
     ids = row.candidates

@@ -129,8 +129,9 @@ def pack_candidates(ids: Iterable[int]) -> bytes:
     if gaps and (span - count) / len(gaps) >= _RICE_MEAN_GAP:
         # Rice beats the bitmap once the gaps average ~1.5 or more; its best k is near
         # log2(mean gap * ln 2) (a geometric gap's), so the estimate and the next one are tried.
+        # (k = 0 is a bitmap in all but name: k >= 1.)
         estimate = min(
-            _RICE_K_MAX - 1, max(1, int((span - count) / len(gaps) * 0.69)).bit_length() - 1
+            _RICE_K_MAX - 1, max(1, int((span - count) / len(gaps) * 0.69).bit_length() - 1)
         )
         header = 1 + _varint_size(count) + _varint_size(first)
         for j in (estimate, estimate + 1):

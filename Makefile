@@ -53,9 +53,9 @@ audit: $(DEV_STAMP)
 	$(PY) deploy/audit.py
 
 # Each benchmark prints its ratios and writes bench/results/; the two that need a service say
-# so and are left out without it: the decision log's CPU and latency, and the replay of 1 M and
-# 10 M recorded calls, on PostgreSQL (DATABASE_URL=postgres://...; each makes and drops its own
-# database) and kube-scheduler with and
+# so and are left out without it: the decision log's CPU and latency, its bytes per decision
+# and the replay of 1 M and 10 M recorded calls, on PostgreSQL (DATABASE_URL=postgres://...;
+# each makes and drops its own database) and kube-scheduler with and
 # without the portal on a real control plane (KUBEBUILDER_ASSETS).
 bench: $(DEV_STAMP)
 	@for f in bench/extender.py bench/admission.py bench/sync.py bench/faults.py bench/preview.py bench/pages.py bench/login.py; do \
@@ -63,8 +63,9 @@ bench: $(DEV_STAMP)
 	done
 	@case "$$DATABASE_URL" in \
 		postgres*) echo "== bench/decision_writer.py"; $(PY) bench/decision_writer.py && $(PY) bench/decision_writer.py --cpu || exit 1; \
+			echo "== bench/decision_bytes.py"; $(PY) bench/decision_bytes.py || exit 1; \
 			echo "== bench/replay.py"; $(PY) bench/replay.py || exit 1;; \
-		*) echo "== bench/decision_writer.py, bench/replay.py left out: they need DATABASE_URL=postgres://...";; \
+		*) echo "== bench/decision_writer.py, bench/decision_bytes.py, bench/replay.py left out: they need DATABASE_URL=postgres://...";; \
 	esac
 	@if [ -n "$$KUBEBUILDER_ASSETS" ]; then \
 		echo "== bench/kube_scheduler.py"; $(PY) bench/kube_scheduler.py || exit 1; \

@@ -2,9 +2,12 @@
 
 - Reason runs: nodes are stored grouped by reason; the reasons are ``[reason id, run length,
   ...]`` pairs, so 48 nodes rejected for two reasons cost four ints instead of 48.
-- Ranges: candidate node ids as ``[start, end, ...]`` half-open ranges. Ids are handed out in
-  the order nodes are first seen, which follows kube-scheduler's own node order, so its window
-  of candidates is a handful of ranges rather than 500 ids.
+- Candidates: a call's candidate node ids in the smallest of three formats, chosen per row
+  (``pack_candidates``; read with ``candidate_ids`` or as a bit mask, ``candidate_mask``):
+  ``[start, end, ...]`` half-open ranges (the only format before; ids are handed out in the
+  order nodes are first seen, so a window of kube-scheduler's is a few ranges), a bitmap
+  (most of a span of ids: a subset of a window) or Rice-coded gaps (ids scattered, ~5 bits an
+  id for 500 of 5,000). The formats are in ``core.packing``, the choice in docs/architecture.md.
 - Packing: every such list of ints is stored as bytes (``core.packing.pack``): each value's
   difference from the one before, zigzag-signed, in base-128 varints. Nodes within a reason are
   sorted, so 48 rejected nodes among 500 candidates cost ~50 bytes instead of 216 as
@@ -17,12 +20,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from core.packing import pack, unpack
+from core.packing import (
+    candidate_ids,
+    candidate_mask,
+    from_ranges,
+    pack,
+    pack_candidates,
+    unpack,
+)
 
 __all__ = [
+    "candidate_ids",
+    "candidate_mask",
     "from_ranges",
     "group_by_reason",
     "pack",
+    "pack_candidates",
     "split_reason",
     "to_ranges",
     "ungroup",
@@ -66,13 +79,6 @@ def to_ranges(ids: Iterable[int]) -> list[int]:
             out[-1] = value + 1
         else:
             out.extend((value, value + 1))
-    return out
-
-
-def from_ranges(ranges: Sequence[int]) -> list[int]:
-    out: list[int] = []
-    for i in range(0, len(ranges) - 1, 2):
-        out.extend(range(ranges[i], ranges[i + 1]))
     return out
 
 

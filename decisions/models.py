@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import models
 
-from core.packing import pack, unpack
+from core.packing import candidate_ids, pack, pack_candidates, unpack
 
 
 class IdArrayField(models.Field):  # type: ignore[type-arg]  # not subscriptable at runtime
@@ -72,6 +72,31 @@ class PackedIdsField(models.BinaryField):  # type: ignore[type-arg]  # not subsc
 
     def value_to_string(self, obj: Any) -> str:
         return json.dumps(self.value_from_object(obj))
+
+
+class CandidatesField(PackedIdsField):
+    """A call's candidate node ids: the sorted distinct ids in Python, stored in the smallest
+    of the candidate formats (``core.packing.pack_candidates``; rows written as [start, end)
+    ranges read the same), NULL for none."""
+
+    description = "A set of node ids, packed"
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> list[int]:
+        return candidate_ids(value)
+
+    def to_python(self, value: Any) -> list[int]:
+        if value is None:
+            return []
+        if isinstance(value, bytes | bytearray | memoryview):
+            return candidate_ids(value)
+        return sorted({int(v) for v in value})
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if isinstance(value, bytes | bytearray | memoryview):
+            packed = bytes(value)
+        else:
+            packed = pack_candidates(int(v) for v in (value or ()))
+        return models.BinaryField.get_db_prep_value(self, packed or None, connection, prepared)
 
 
 class DecisionReason(models.Model):
@@ -134,7 +159,7 @@ class Decision(models.Model):
     Node sets are lists of ``DecisionNode`` ids, packed (``decisions.codec``): the
     rejected nodes grouped by reason with ``rejected_reasons`` holding (reason id, run length)
     pairs, the same for the dry-run rejections, the best scores with ``top_scores`` parallel to
-    ``top_nodes``, and the candidate nodes as [start, end) ranges of ids.
+    ``top_nodes``, and the candidate nodes (``CandidatesField``: the sorted ids in Python).
     """
 
     created_at = models.DateTimeField()
@@ -169,7 +194,7 @@ class Decision(models.Model):
         db_index=False,
         related_name="+",
     )
-    candidates = PackedIdsField()
+    candidates = CandidatesField()
     rejected_nodes = PackedIdsField()
     rejected_reasons = PackedIdsField()
     dry_nodes = PackedIdsField()

@@ -47,6 +47,16 @@ def node_names(ids: Iterable[int]) -> dict[int, str]:
     return out
 
 
+def raw_candidates() -> Any:
+    """The candidates column as stored (bytes in any of its formats, None for none), for reads
+    that group or hash candidate sets without decoding every row:
+    ``.values(raw=raw_candidates())``; ``codec.candidate_ids`` or ``codec.candidate_mask``
+    decode it."""
+    from django.db.models import BinaryField, ExpressionWrapper, F
+
+    return ExpressionWrapper(F("candidates"), output_field=BinaryField())
+
+
 def decode_many(decisions: Sequence[Any]) -> dict[int, Decoded]:
     """Decoded views of ``decisions`` in four queries whatever their number."""
     from decisions.models import DecisionPolicySet, DecisionReason, DecisionShape
@@ -56,7 +66,7 @@ def decode_many(decisions: Sequence[Any]) -> dict[int, Decoded]:
     shapes: set[int] = set()
     sets: set[int] = set()
     for d in decisions:
-        node_ids.update(d.rejected_nodes, d.dry_nodes, d.top_nodes, codec.from_ranges(d.candidates))
+        node_ids.update(d.rejected_nodes, d.dry_nodes, d.top_nodes, d.candidates)
         reason_ids.update(d.rejected_reasons[0::2], d.dry_reasons[0::2])
         if d.shape_id:
             shapes.add(d.shape_id)
@@ -87,7 +97,7 @@ def decode_many(decisions: Sequence[Any]) -> dict[int, Decoded]:
             top_scores=[
                 (names.get(n, f"#{n}"), s) for n, s in zip(d.top_nodes, d.top_scores, strict=False)
             ],
-            candidates=[names.get(n, f"#{n}") for n in codec.from_ranges(d.candidates)],
+            candidates=[names.get(n, f"#{n}") for n in d.candidates],
             pod_labels=dict(shape.labels) if shape else {},
             pod_requests=dict(shape.requests) if shape else {},
             policy_versions=dict(set_rows.get(d.policy_set_id) or {}),

@@ -2,9 +2,10 @@
 
 :func:`write_batch` is what the decision-log writer calls. It interns the batch's reasons, node
 names, pod shapes and policy-version sets (``dimensions``), builds one row per call (node sets
-as id lists, ``codec``), creates the days' partitions it needs, and in one transaction inserts
-the rows — ``COPY`` on PostgreSQL, a bulk insert elsewhere — and upserts the hourly rollups
-(``rollups``). It raises on failure; nothing of the batch is then written.
+as packed id lists, the candidates in the smallest of their formats, ``codec``), creates the
+days' partitions it needs, and in one transaction inserts the rows — ``COPY`` on PostgreSQL, a
+bulk insert elsewhere — and upserts the hourly rollups (``rollups``). It raises on failure;
+nothing of the batch is then written.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def _row(
         call.snapshot_revision,
         dimensions.shape_id(call.pod_labels, call.pod_requests),
         dimensions.policy_set_id(call.policy_versions),
-        _packed(codec.to_ranges(nodes[_text(n, NAME_CHARS)] for n in call.candidates)),
+        codec.pack_candidates(nodes[_text(n, NAME_CHARS)] for n in call.candidates) or None,
         _packed(rejected_nodes),
         _packed(rejected_runs),
         _packed(dry_nodes),

@@ -44,175 +44,223 @@ def layout(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('extender', '0002_decisionshed'),
+        ("extender", "0002_decisionshed"),
     ]
 
     operations = [
         # The log starts anew: rows of the old layout are not converted.
         migrations.RunPython(empty_the_log, migrations.RunPython.noop),
         migrations.CreateModel(
-            name='DecisionNode',
+            name="DecisionNode",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('cluster', models.CharField(max_length=63)),
-                ('name', models.CharField(max_length=253)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("cluster", models.CharField(max_length=63)),
+                ("name", models.CharField(max_length=253)),
             ],
         ),
         migrations.CreateModel(
-            name='DecisionPolicySet',
+            name="DecisionPolicySet",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('digest', models.CharField(max_length=32, unique=True)),
-                ('versions', models.JSONField(default=dict)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("digest", models.CharField(max_length=32, unique=True)),
+                ("versions", models.JSONField(default=dict)),
             ],
         ),
         migrations.CreateModel(
-            name='DecisionReason',
+            name="DecisionReason",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('text', models.CharField(max_length=1000, unique=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("text", models.CharField(max_length=1000, unique=True)),
             ],
         ),
         migrations.CreateModel(
-            name='DecisionRollup',
+            name="DecisionRollup",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('hour', models.DateTimeField()),
-                ('cluster', models.CharField(max_length=63)),
-                ('kind', models.CharField(max_length=12)),
-                ('verb', models.CharField(max_length=16)),
-                ('policy', models.CharField(blank=True, max_length=100)),
-                ('rule', models.CharField(blank=True, max_length=500)),
-                ('calls', models.BigIntegerField(default=0)),
-                ('nodes', models.BigIntegerField(default=0)),
-                ('sample', models.CharField(blank=True, max_length=510)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("hour", models.DateTimeField()),
+                ("cluster", models.CharField(max_length=63)),
+                ("kind", models.CharField(max_length=12)),
+                ("verb", models.CharField(max_length=16)),
+                ("policy", models.CharField(blank=True, max_length=100)),
+                ("rule", models.CharField(blank=True, max_length=500)),
+                ("calls", models.BigIntegerField(default=0)),
+                ("nodes", models.BigIntegerField(default=0)),
+                ("sample", models.CharField(blank=True, max_length=510)),
             ],
         ),
         migrations.CreateModel(
-            name='DecisionShape',
+            name="DecisionShape",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('digest', models.CharField(max_length=32, unique=True)),
-                ('labels', models.JSONField(default=dict)),
-                ('requests', models.JSONField(default=dict)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("digest", models.CharField(max_length=32, unique=True)),
+                ("labels", models.JSONField(default=dict)),
+                ("requests", models.JSONField(default=dict)),
             ],
         ),
         migrations.AlterModelOptions(
-            name='decision',
-            options={'ordering': ['-id']},
+            name="decision",
+            options={"ordering": ["-id"]},
         ),
         migrations.RemoveIndex(
-            model_name='decision',
-            name='decision_cluster_time',
+            model_name="decision",
+            name="decision_cluster_time",
         ),
         migrations.RemoveIndex(
-            model_name='decision',
-            name='decision_namespace_time',
+            model_name="decision",
+            name="decision_namespace_time",
         ),
         migrations.RemoveIndex(
-            model_name='decision',
-            name='decision_pod_time',
+            model_name="decision",
+            name="decision_pod_time",
         ),
         migrations.RemoveIndex(
-            model_name='decision',
-            name='decision_verb_time',
+            model_name="decision",
+            name="decision_verb_time",
         ),
         migrations.RemoveIndex(
-            model_name='decision',
-            name='decision_pod_uid',
+            model_name="decision",
+            name="decision_pod_uid",
         ),
         migrations.RemoveField(
-            model_name='decision',
-            name='dry_run_rejected',
+            model_name="decision",
+            name="dry_run_rejected",
         ),
         migrations.RemoveField(
-            model_name='decision',
-            name='policy_versions',
+            model_name="decision",
+            name="policy_versions",
         ),
         migrations.RemoveField(
-            model_name='decision',
-            name='rejected',
+            model_name="decision",
+            name="rejected",
         ),
         migrations.AddField(
-            model_name='decision',
-            name='candidates',
+            model_name="decision",
+            name="candidates",
             field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='decision',
-            name='dry_nodes',
+            model_name="decision",
+            name="dry_nodes",
             field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='decision',
-            name='dry_reasons',
+            model_name="decision",
+            name="dry_reasons",
             field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='decision',
-            name='outcome',
-            field=models.PositiveSmallIntegerField(choices=[(0, 'every node passed'), (1, 'rejected some nodes'), (2, 'left 0 nodes')], default=0),
+            model_name="decision",
+            name="outcome",
+            field=models.PositiveSmallIntegerField(
+                choices=[(0, "every node passed"), (1, "rejected some nodes"), (2, "left 0 nodes")],
+                default=0,
+            ),
         ),
         migrations.AddField(
-            model_name='decision',
-            name='rejected_nodes',
+            model_name="decision",
+            name="rejected_nodes",
             field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='decision',
-            name='rejected_reasons',
+            model_name="decision",
+            name="rejected_reasons",
             field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='decision',
-            name='top_nodes',
+            model_name="decision",
+            name="top_nodes",
             field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AlterField(
-            model_name='decision',
-            name='created_at',
+            model_name="decision",
+            name="created_at",
             field=models.DateTimeField(),
         ),
         migrations.RemoveField(
-            model_name='decision',
-            name='top_scores',
+            model_name="decision",
+            name="top_scores",
         ),
         migrations.AddField(
-            model_name='decision',
-            name='top_scores',
+            model_name="decision",
+            name="top_scores",
             field=decisions.models.IdArrayField(blank=True, default=list),
         ),
         migrations.AddIndex(
-            model_name='decisionnode',
-            index=models.Index(fields=['name'], name='decision_node_name'),
+            model_name="decisionnode",
+            index=models.Index(fields=["name"], name="decision_node_name"),
         ),
         migrations.AddConstraint(
-            model_name='decisionnode',
-            constraint=models.UniqueConstraint(fields=('cluster', 'name'), name='decision_node_unique'),
+            model_name="decisionnode",
+            constraint=models.UniqueConstraint(
+                fields=("cluster", "name"), name="decision_node_unique"
+            ),
         ),
         migrations.AddField(
-            model_name='decision',
-            name='policy_set',
-            field=models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='extender.decisionpolicyset'),
+            model_name="decision",
+            name="policy_set",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="extender.decisionpolicyset",
+            ),
         ),
         migrations.AddIndex(
-            model_name='decisionrollup',
-            index=models.Index(fields=['kind', 'policy', 'hour'], name='decision_rollup_policy'),
+            model_name="decisionrollup",
+            index=models.Index(fields=["kind", "policy", "hour"], name="decision_rollup_policy"),
         ),
         migrations.AddIndex(
-            model_name='decisionrollup',
-            index=models.Index(fields=['hour'], name='decision_rollup_hour'),
+            model_name="decisionrollup",
+            index=models.Index(fields=["hour"], name="decision_rollup_hour"),
         ),
         migrations.AddConstraint(
-            model_name='decisionrollup',
-            constraint=models.UniqueConstraint(fields=('hour', 'cluster', 'kind', 'verb', 'policy', 'rule'), name='decision_rollup_key'),
+            model_name="decisionrollup",
+            constraint=models.UniqueConstraint(
+                fields=("hour", "cluster", "kind", "verb", "policy", "rule"),
+                name="decision_rollup_key",
+            ),
         ),
         migrations.AddField(
-            model_name='decision',
-            name='shape',
-            field=models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.DO_NOTHING, related_name='+', to='extender.decisionshape'),
+            model_name="decision",
+            name="shape",
+            field=models.ForeignKey(
+                blank=True,
+                db_constraint=False,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.DO_NOTHING,
+                related_name="+",
+                to="extender.decisionshape",
+            ),
         ),
         migrations.RunPython(layout, migrations.RunPython.noop),
     ]

@@ -1,4 +1,5 @@
-"""Migration 0004 packs the rows already logged (and unpacks them when migrated back)."""
+"""Migration 0004 packs the rows already logged (and unpacks them when migrated back); their
+candidates, [start, end) ranges, read as the ids they cover."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from decisions.models import Decision
 BEFORE = [("extender", "0003_decision_log_compact")]
 UID = "8f1c2d3e-4b5a-4c6d-9e8f-0a1b2c3d4e5f"
 LISTS = {
-    "candidates": [10, 20, 40, 45],
+    "candidates": [10, 20, 40, 45],  # [start, end) ranges, as 0003 stored them
     "rejected_nodes": [13, 11, 300000],
     "rejected_reasons": [1, 2, 2, 1],
     "dry_nodes": [12],
@@ -50,6 +51,8 @@ def test_rows_logged_before_packing_are_converted_and_found_by_node() -> None:
         _leaf()
         converted = Decision.objects.get(pod_name="converted")
         for name, values in LISTS.items():
+            if name == "candidates":
+                values = [*range(10, 20), *range(40, 45)]
             assert getattr(converted, name) == values, name
         assert converted.pod_uid == uuid.UUID(UID)
         odd = Decision.objects.get(pod_name="odd")

@@ -4,6 +4,7 @@ their indexes (EXPLAIN, PostgreSQL) and make a bounded number of queries."""
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -84,14 +85,66 @@ def test_postgresql_reads_packed_ids_as_python_does(values: list[int]) -> None:
     assert ids == values
 
 
+def _stored(decision: Decision, column: str = "candidates") -> bytes:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {column} FROM extender_decision WHERE id = %s", [decision.pk])
+        (value,) = cursor.fetchone()
+    return bytes(value or b"")
+
+
 def test_candidates_in_scheduler_order_become_a_few_ranges() -> None:
     names = [f"node-{i:04d}" for i in range(500)]
     (row,) = write(call(nodes_in=500, nodes_out=500, candidates=names))
-    assert len(row.candidates) == 2  # one range
+    assert len(_stored(row)) <= 4  # one range
+    assert len(row.candidates) == 500
     window = names[250:] + [f"node-{i:04d}" for i in range(500, 750)]
     (row,) = write(call(nodes_in=500, nodes_out=500, candidates=window))
-    assert len(row.candidates) == 2
+    assert len(_stored(row)) <= 4
+    assert row.candidates == sorted(row.candidates)
     assert queries.decode(row).candidates == sorted(window)
+
+
+def test_candidates_in_any_order_are_stored_small_and_read_back() -> None:
+    names = [f"node-{i:04d}" for i in range(5000)]
+    write(call(nodes_in=5000, nodes_out=5000, candidates=names))  # ids in this order
+    rng = random.Random(5)
+    picked = rng.sample(names, 500)
+    (row,) = write(call(nodes_in=500, nodes_out=500, candidates=picked))
+    assert len(_stored(row)) <= 320  # Rice-coded gaps, ~4.8 bits an id (ranges: ~900 B)
+    assert queries.decode(row).candidates == sorted(picked)
+    most = [n for i, n in enumerate(names[1000:1560]) if i % 10]
+    (row,) = write(call(nodes_in=504, nodes_out=504, candidates=most))
+    assert len(_stored(row)) <= 80  # a bitmap (ranges: ~100 B)
+    assert queries.decode(row).candidates == sorted(most)
+    (row,) = write(call(nodes_in=0, nodes_out=0, candidates=[]))
+    assert _stored(row) == b""
+    assert row.candidates == []
+
+
+def test_raw_candidates_group_and_decode_without_the_field() -> None:
+    from django.db.models import Count
+
+    names = [f"node-{i:04d}" for i in range(50)]
+    write(call(candidates=names))
+    sets = [names[::3], names[::3], names[1::7]]
+    rows = write(*(call(candidates=s) for s in sets))
+    raw = Decision.objects.filter(pk__in=[r.pk for r in rows]).values(raw=queries.raw_candidates())
+    grouped = sorted(
+        (codec.candidate_ids(row["raw"]), row["calls"])
+        for row in raw.annotate(calls=Count("id")).order_by()
+    )
+    assert grouped == sorted([(rows[0].candidates, 2), (rows[2].candidates, 1)])
+    assert all(isinstance(row["raw"], bytes | memoryview) for row in raw)
+
+
+def test_candidates_stored_as_ranges_before_still_read() -> None:
+    (row,) = write(call(candidates=[f"node-{i}" for i in range(3)]))
+    ids = row.candidates
+    legacy = codec.pack(codec.to_ranges([ids[0], ids[2]]))  # as rows were written before
+    Decision.objects.filter(pk=row.pk).update(candidates=legacy)
+    again = Decision.objects.get(pk=row.pk)
+    assert again.candidates == [ids[0], ids[2]]
+    assert queries.decode(again).candidates == ["node-0", "node-2"]
 
 
 # --- why not node Y --------------------------------------------------------------------------

@@ -235,6 +235,15 @@ def candidate_mask(data: bytes | bytearray | memoryview | None, base: int = 0) -
         first, at = _read_varint(raw, 1)
         mask = int.from_bytes(raw[at:], "little")
         return mask << (first - base) if first >= base else mask >> (base - first)
+    if not raw[0] & 1:
+        ranges = unpack(raw)
+        if len(ranges) <= 16:  # a few runs: a shifted block of ones each
+            mask = 0
+            for i in range(0, len(ranges) - 1, 2):
+                start, end = max(ranges[i], base), ranges[i + 1]
+                if end > start:
+                    mask |= ((1 << (end - start)) - 1) << (start - base)
+            return mask
     ids = candidate_ids(raw)
     if ids and ids[0] < base:
         ids = [value for value in ids if value >= base]

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import BinaryField, Count, ExpressionWrapper, F, Max, Q, QuerySet
+from django.db.models import Count, Max, Q, QuerySet
 
 from core.verbs import NODE_CHOOSING_VERBS
-from decisions.codec import unpack
+from decisions import codec
 from decisions.models import Decision, DecisionNode, DecisionShape
+from decisions.queries import raw_candidates
 from decisions.records import CallRecord
 from decisions.store import write_batch
 
@@ -88,11 +89,6 @@ def _window(since: datetime, until: datetime, cluster: str | None) -> QuerySet[D
     return rows
 
 
-def _raw() -> ExpressionWrapper:
-    # The column as stored: the field's own converter would decode every row into a list.
-    return ExpressionWrapper(F("candidates"), output_field=BinaryField())
-
-
 def calls_in_window(since: datetime, until: datetime, cluster: str | None) -> int:
     return _window(since, until, cluster).order_by().count()
 
@@ -130,7 +126,7 @@ def groups(
         .filter(narrow)
         .filter(pod_namespace__in={n for _, n, _ in wanted}, cluster__in={c for c, _, _ in wanted})
         .order_by()
-        .annotate(raw=_raw())
+        .annotate(raw=raw_candidates())
         .values_list("cluster", "pod_namespace", "shape_id", "raw")
         .annotate(calls=Count("id"), example=Max("id"))
     )
@@ -145,7 +141,7 @@ def newest(since: datetime, until: datetime, cluster: str | None, size: int) -> 
     rows = (
         _window(since, until, cluster)
         .order_by("-id")
-        .annotate(raw=_raw())
+        .annotate(raw=raw_candidates())
         .values_list("cluster", "pod_namespace", "shape_id", "raw", "id")[:size]
     )
     counts: Counter[tuple[str, str, int | None, bytes]] = Counter()
@@ -158,14 +154,9 @@ def newest(since: datetime, until: datetime, cluster: str | None, size: int) -> 
 
 
 def candidate_mask(data: bytes, base: int) -> int:
-    """A stored candidate list as a mask over a ``NodeSpace`` (bit ``id - base``)."""
-    ranges = unpack(data)
-    mask = 0
-    for i in range(0, len(ranges) - 1, 2):
-        start, end = ranges[i] - base, ranges[i + 1] - base
-        if start >= 0 and end > start:
-            mask |= ((1 << (end - start)) - 1) << start
-    return mask
+    """A stored candidate set (any of the log's formats) as a mask over a ``NodeSpace`` (bit
+    ``id - base``)."""
+    return codec.candidate_mask(data, base)
 
 
 @dataclass(frozen=True)

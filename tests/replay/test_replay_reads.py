@@ -91,12 +91,13 @@ def test_progress_counts_the_calls_of_the_changed_shapes(record) -> None:
 
 @pytest.mark.parametrize(
     "ids",
-    [[], [5], [5, 6, 7], [3, 9, 10, 11, 40], list(range(100, 600, 3))],
+    [[], [5], [5, 6, 7], [3, 9, 10, 11, 40], list(range(100, 600, 3)), list(range(7, 900))],
 )
 def test_a_stored_candidate_list_becomes_the_mask_of_its_ids(ids) -> None:
     from decisions import codec
 
     base = 3
-    stored = codec.pack(codec.to_ranges(ids))
-    mask = recorded.candidate_mask(stored, base)
-    assert [i + base for i in range(mask.bit_length()) if mask >> i & 1] == sorted(ids)
+    # As rows are written now (the smallest format) and as older rows were (ranges).
+    for stored in (codec.pack_candidates(ids), codec.pack(codec.to_ranges(ids))):
+        mask = recorded.candidate_mask(stored, base)
+        assert [i + base for i in range(mask.bit_length()) if mask >> i & 1] == sorted(ids)

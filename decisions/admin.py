@@ -168,6 +168,16 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
     show_facets = admin.ShowFacets.NEVER
     paginator = EstimatedPaginator
     list_per_page = 100
+    # The list shows counts, not node sets: those columns are neither read nor decoded there.
+    NODE_SETS = (
+        "candidates",
+        "rejected_nodes",
+        "rejected_reasons",
+        "dry_nodes",
+        "dry_reasons",
+        "top_nodes",
+        "top_scores",
+    )
     fieldsets = (
         (
             None,
@@ -199,6 +209,13 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
             },
         ),
     )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any, Any]:
+        queryset = super().get_queryset(request)
+        match = getattr(request, "resolver_match", None)
+        if match is not None and (match.url_name or "").endswith("_changelist"):
+            queryset = queryset.defer(*self.NODE_SETS)
+        return queryset
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Any, Any], search_term: str

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from decisions import codec, partitions, queries, rollups, store
+from decisions.admin import DecisionAdmin
 from decisions.models import Decision, DecisionNode, DecisionRollup
 from decisions.records import CallRecord
 from decisions.retention import decisions_purge
@@ -369,6 +370,23 @@ def test_the_list_and_decision_pages_make_a_bounded_number_of_queries(
         response = admin_client.get("/api/v1/decisions/?limit=100")
     assert len(response.json()["results"]) == 100
     assert len(response.json()["results"][0]["rejected"]) == 300
+
+
+def test_the_list_page_reads_no_node_set(admin_client: Client) -> None:
+    write(call(candidates=[f"n{i}" for i in range(0, 900, 3)], rejected=[("n3", "z/a")]))
+    with CaptureQueriesContext(connection) as captured:
+        page = admin_client.get("/admin/extender/decision/")
+    assert page.status_code == 200
+    assert "trainer-0" in page.content.decode()
+    rows = [q["sql"] for q in captured if 'FROM "extender_decision"' in q["sql"]]
+    assert rows, "the list reads the decisions"
+    for column in DecisionAdmin.NODE_SETS:
+        assert not any(f'"extender_decision"."{column}"' in sql for sql in rows), column
+    # The decision's own page reads them all.
+    row = Decision.objects.get()
+    with CaptureQueriesContext(connection) as captured:
+        admin_client.get(f"/admin/extender/decision/{row.pk}/change/")
+    assert any('"extender_decision"."candidates"' in q["sql"] for q in captured)
 
 
 # --- EXPLAIN (PostgreSQL) --------------------------------------------------------------------

@@ -58,10 +58,13 @@ from scheduler.state import ClusterState
 
 logger = logging.getLogger(__name__)
 
-# How often the inventory's change markers are read while pods wait, and the least time
-# between two re-reads of the pods (seconds).
+# How often the inventory's change markers are read while pods wait, and the time between two
+# re-reads of the pods (seconds): ten times what the last read took, from 0.02 s for a quiet
+# cluster's few pending pods (a pod that arrives alone is placed soon) to at most 0.25 s.
 POLL_SECONDS = 0.05
 RELOAD_SECONDS = 0.25
+RELOAD_MIN_SECONDS = 0.02
+RELOAD_SHARE = 10.0
 # The bound pods' usage (every bound pod read) at most this often, and at most a tenth of the
 # time: between two reads the assumed pods keep the books of what this scheduler placed.
 USAGE_RELOAD_SECONDS = 3.0
@@ -124,6 +127,7 @@ class ClusterScheduler:
         self.last_reload = 0.0
         self.last_usage = -1e9
         self.usage_interval = USAGE_RELOAD_SECONDS
+        self.reload_interval = RELOAD_SECONDS
         self.last_marker_read = 0.0
         self.held: dict[str, float] = {}  # uid -> monotonic time until which it is not retried
         self.in_flight_binds = 0
@@ -208,7 +212,7 @@ class ClusterScheduler:
             self.pods_stale = True
             self.cluster_moved = True  # kept until the next reload, however far off
             self.markers = markers
-        if self.pods_stale and (force or now - self.last_reload >= RELOAD_SECONDS):
+        if self.pods_stale and (force or now - self.last_reload >= self.reload_interval):
             self.pods_stale = False
             self.drain()
             usage = force or now - self.last_usage >= self.usage_interval
@@ -221,6 +225,9 @@ class ClusterScheduler:
                 self.usage_interval = max(USAGE_RELOAD_SECONDS, USAGE_SHARE * (done - now))
             # Time to schedule between two reads, however long a read took.
             self.last_reload = done
+            self.reload_interval = min(
+                RELOAD_SECONDS, max(RELOAD_MIN_SECONDS, RELOAD_SHARE * (done - now))
+            )
             self.held = {uid: until for uid, until in self.held.items() if until > now}
             exclude = set(self.state.assumed) | set(self.held)
             self.queue.sync(pending, new, now, exclude=exclude)

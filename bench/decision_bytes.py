@@ -39,13 +39,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.pages import CANDIDATES, NODES, REJECTED, production_call  # noqa: E402
-from bench.replay import recreate, setup  # noqa: E402
+from bench.replay import setup  # noqa: E402
+from bench.scratch import database_urls, recreate  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "decision-bytes.md"
 CALLS = int(os.environ.get("BENCH_CALLS", "20000"))
@@ -54,19 +54,6 @@ TOP = 10
 ZONES = ("zone-a", "zone-b", "zone-c")
 TARGETS = {"inventory": 400, "kube-scheduler": 400, "random": 700}
 NAMES = [f"node-{i:05d}" for i in range(NODES)]
-
-
-def urls() -> tuple[str, str, str]:
-    url = os.environ.get("DATABASE_URL", "")
-    parts = urlsplit(url)
-    if parts.scheme not in ("postgres", "postgresql"):
-        sys.exit("bench/decision_bytes.py needs DATABASE_URL=postgres://... (PostgreSQL)")
-    name = parts.path.lstrip("/") + "_bytesbench"
-    return (
-        urlunsplit(parts._replace(path="/" + name)),
-        urlunsplit(parts._replace(path="/postgres")),
-        name,
-    )
 
 
 def num_feasible_nodes_to_find(nodes: int) -> int:
@@ -167,26 +154,11 @@ def calls(order: str, reasons: list[str], now: float) -> list:
 
 def reasons() -> list[str]:
     """The wire reasons of a few policies like ``bench.pages``'s, from their compiled content."""
-    from bench.pages import real_reasons
+    from bench.pages import real_reasons, zone_policy
     from policies.services import policy_create
 
     for i in range(12):
-        policy_create(
-            actor=None,
-            data={
-                "name": f"policy-{i:03d}",
-                "mode": "dry-run" if i % 4 == 0 else "enforce",
-                "pod_selector": {"namespaces": [f"team-{i % 20}"]},
-                "filter_rules": [
-                    {
-                        "kind": "label",
-                        "key": "topology.kubernetes.io/zone",
-                        "operator": "In",
-                        "values": [f"zone-{'abc'[i % 3]}"],
-                    }
-                ],
-            },
-        )
+        policy_create(actor=None, data=zone_policy(i))
     return real_reasons()
 
 
@@ -369,7 +341,7 @@ def write(results: dict, load: tuple[tuple[float, ...], tuple[float, ...]]) -> N
 
 
 def main() -> None:
-    bench_url, admin_url, name = urls()
+    bench_url, admin_url, name = database_urls("bench/decision_bytes.py", "_bytesbench")
     recreate(admin_url, name)
     start_load = os.getloadavg()
     try:

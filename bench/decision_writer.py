@@ -37,10 +37,12 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.scratch import database_urls, recreate  # noqa: E402
+
 RESULTS = ROOT / "bench" / "results" / "decision-writer.md"
 WRITER_RECORDS = 6000
 RATES = (200, 400)
@@ -49,27 +51,6 @@ ROUNDS = 2
 EXPIRED_ROWS = 300_000
 NODES = 5000
 NAMES = 500  # candidates per call: kube-scheduler scores 10% of a 5,000-node cluster
-
-
-def database_urls() -> tuple[str, str, str]:
-    """(the bench database's URL, the server's maintenance URL, the bench database's name)."""
-    url = os.environ.get("DATABASE_URL", "")
-    parts = urlsplit(url)
-    if parts.scheme not in ("postgres", "postgresql"):
-        sys.exit("bench/decision_writer.py needs DATABASE_URL=postgres://... (PostgreSQL)")
-    name = parts.path.lstrip("/") + "_dwbench"
-    bench = urlunsplit(parts._replace(path="/" + name))
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    return bench, admin, name
-
-
-def recreate(admin_url: str, name: str, *, drop_only: bool = False) -> None:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if not drop_only:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def configure(workdir: Path, url: str) -> dict[str, str]:
@@ -509,7 +490,7 @@ def bench_retention(rows: list[str], env: dict[str, str], body: bytes, record: A
 def main() -> int:
     if "--cpu" in sys.argv[1:]:
         return main_cpu()
-    bench_url, admin_url, name = database_urls()
+    bench_url, admin_url, name = database_urls("bench/decision_writer.py", "_dwbench")
     recreate(admin_url, name)
     started = time.perf_counter()
     try:
@@ -549,7 +530,7 @@ def main() -> int:
 
 
 def main_cpu() -> int:
-    bench_url, admin_url, name = database_urls()
+    bench_url, admin_url, name = database_urls("bench/decision_writer.py", "_dwbench")
     recreate(admin_url, name)
     try:
         with tempfile.TemporaryDirectory(prefix="dwb-", dir="/tmp") as tmp:

@@ -25,6 +25,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,23 +92,8 @@ def seed() -> dict:
             },
         )
     for i in range(POLICIES):
-        policy_create(
-            actor=None,
-            data={
-                "name": f"policy-{i:03d}",
-                "mode": "dry-run" if i % 4 == 0 else "enforce",
-                "pod_selector": {"namespaces": [f"team-{i % 20}"]},
-                "filter_rules": [
-                    {
-                        "kind": "label",
-                        "key": "topology.kubernetes.io/zone",
-                        "operator": "In",
-                        "values": [f"zone-{'abc'[i % 3]}"],
-                    }
-                ],
-                "weight_rules": [{"kind": "resource", "resource": "cpu", "weight": 5}],
-            },
-        )
+        weights = [{"kind": "resource", "resource": "cpu", "weight": 5}]
+        policy_create(actor=None, data={**zone_policy(i), "weight_rules": weights})
     User.objects.create_superuser("bench", password="bench-password")
     note("inventory and policies created")
     reasons = real_reasons()
@@ -130,6 +116,24 @@ def real_reasons() -> list[str]:
         for check in compile_policy(content, version=version).filters:
             found[check.wire_reason] = None
     return list(found) or ["policy-001/zone In [zone-b]"]
+
+
+def zone_policy(i: int) -> dict[str, Any]:
+    """The ``i``-th policy of a production-shaped set: pods of one team kept to one zone, a
+    quarter of the policies in dry-run (their reason strings are the log's)."""
+    return {
+        "name": f"policy-{i:03d}",
+        "mode": "dry-run" if i % 4 == 0 else "enforce",
+        "pod_selector": {"namespaces": [f"team-{i % 20}"]},
+        "filter_rules": [
+            {
+                "kind": "label",
+                "key": "topology.kubernetes.io/zone",
+                "operator": "In",
+                "values": [f"zone-{'abc'[i % 3]}"],
+            }
+        ],
+    }
 
 
 def production_call(i: int, reasons: list[str], now: float):

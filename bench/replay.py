@@ -24,10 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.scratch import database_urls, recreate  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "replay.md"
 CALLS = int(os.environ.get("BENCH_CALLS", "1000000"))
@@ -39,28 +40,6 @@ POOLS = ["gpu-a100", "gpu-h100", "general", "spot"]
 GPU = "nvidia.com/gpu.product"
 POOL = "karpenter.sh/nodepool"
 NAMESPACES = ["ml", "inference", "web", "batch", "data"]
-
-
-def urls() -> tuple[str, str, str]:
-    url = os.environ.get("DATABASE_URL", "")
-    parts = urlsplit(url)
-    if parts.scheme not in ("postgres", "postgresql"):
-        sys.exit("bench/replay.py needs DATABASE_URL=postgres://... (PostgreSQL)")
-    name = parts.path.lstrip("/") + "_replaybench"
-    return (
-        urlunsplit(parts._replace(path="/" + name)),
-        urlunsplit(parts._replace(path="/postgres")),
-        name,
-    )
-
-
-def recreate(admin_url: str, name: str, *, drop_only: bool = False) -> None:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        if not drop_only:
-            conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def setup(url: str, workdir: str) -> None:
@@ -408,7 +387,7 @@ column grows, the reads do not).
 
 
 def main() -> None:
-    bench_url, admin_url, name = urls()
+    bench_url, admin_url, name = database_urls("bench/replay.py", "_replaybench")
     recreate(admin_url, name)
     try:
         with tempfile.TemporaryDirectory() as workdir:

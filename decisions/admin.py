@@ -18,7 +18,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core.verbs import RECORDED_VERBS
-from decisions import queries
+from decisions import codec, queries
 from decisions.models import Decision, Outcome
 from inventory.models import Cluster
 
@@ -169,15 +169,7 @@ class DecisionAdmin(admin.ModelAdmin):  # type: ignore[type-arg]  # not subscrip
     paginator = EstimatedPaginator
     list_per_page = 100
     # The list shows counts, not node sets: those columns are neither read nor decoded there.
-    NODE_SETS = (
-        "candidates",
-        "rejected_nodes",
-        "rejected_reasons",
-        "dry_nodes",
-        "dry_reasons",
-        "top_nodes",
-        "top_scores",
-    )
+    NODE_SETS = codec.NODE_SET_COLUMNS
     fieldsets = (
         (
             None,

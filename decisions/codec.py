@@ -29,7 +29,19 @@ from core.packing import (
     unpack,
 )
 
+# The decision's columns that hold node sets in these encodings (decisions.models.Decision).
+NODE_SET_COLUMNS = (
+    "candidates",
+    "rejected_nodes",
+    "rejected_reasons",
+    "dry_nodes",
+    "dry_reasons",
+    "top_nodes",
+    "top_scores",
+)
+
 __all__ = [
+    "NODE_SET_COLUMNS",
     "candidate_ids",
     "candidate_mask",
     "from_ranges",

@@ -42,13 +42,7 @@ COLUMNS = (
     "snapshot_revision",
     "shape_id",
     "policy_set_id",
-    "candidates",
-    "rejected_nodes",
-    "rejected_reasons",
-    "dry_nodes",
-    "dry_reasons",
-    "top_nodes",
-    "top_scores",
+    *codec.NODE_SET_COLUMNS,
 )
 
 PASSED, REJECTED, NO_NODES = 0, 1, 2

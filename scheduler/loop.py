@@ -5,7 +5,9 @@ One pod at a time, as kube-scheduler does (docs/own-scheduler.md):
 0. wait for a complete view: nothing is placed until the inventory has listed the nodes and
    the pods and the pod watcher has reported in since this scheduler started
    (``ClusterState.view_complete``, kube-scheduler's WaitForCacheSync); then read it all.
-1. ``refresh``: when the inventory moved (the snapshot revision for nodes and policies, the pod
+1. ``take_fed``: queue the new pods the feed brought from the API server's watch
+   (``scheduler.pod_feed``; its events wake the loop), drop those that left its selection.
+   ``refresh``: when the inventory moved (the snapshot revision for nodes and policies, the pod
    inventory's change count for pods), re-read what changed (``scheduler.state``), hand the
    pending pods to the queue, and give the unschedulable pods another chance.
 2. pop the next pod (priority, then age) and run ``algorithm.schedule_one`` over the cluster's
@@ -53,8 +55,9 @@ from resources.binding import Hold, InsufficientCapacity
 from scheduler import extensions, metrics
 from scheduler.algorithm import Outcome, StaticVerdicts, Weights, schedule_one
 from scheduler.kube_io import BindFailed, ClusterClient, pod_ref
+from scheduler.pod_feed import Fed, PodFeed, placeable
 from scheduler.queue import QueuedPod, SchedulingQueue
-from scheduler.state import ClusterState
+from scheduler.state import ClusterState, record_pod
 
 logger = logging.getLogger(__name__)
 
@@ -72,12 +75,17 @@ USAGE_SHARE = 10.0
 # A pod whose binding found it already bound is not tried again for this long (the inventory
 # will show it bound meanwhile).
 CONFLICT_HOLD_SECONDS = 30.0
+# A pod the feed brought is kept in the queue this long even if the inventory does not list it
+# as pending yet (the watcher's write lags the API server's event).
+FED_GRACE_SECONDS = 10.0
 MAX_RECORDED_NODES = 50
 MAX_RECORDED_SCORES = 10
 
 
 Recorder = Callable[[CallRecord], None]
 ClientFactory = Callable[[Cluster, str], Any]
+# (cluster, scheduler name, wake the loop) -> a started-on-run feed of pending pods
+FeedFactory = Callable[[Cluster, str, Callable[[], None]], Any]
 
 
 @dataclass(slots=True)
@@ -96,6 +104,7 @@ class ClusterScheduler:
         *,
         record: Recorder | None = None,
         client_factory: ClientFactory = ClusterClient,
+        feed_factory: FeedFactory | None = None,
         workers: int = 4,
         rng: random.Random | None = None,
     ) -> None:
@@ -116,7 +125,14 @@ class ClusterScheduler:
         self.percentage = settings.SCHEDULER_PERCENTAGE_OF_NODES_TO_SCORE
         self.rng = rng or random.Random()
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"bind-{self.name}")
-        self.results: queues.SimpleQueue[_BindResult] = queues.SimpleQueue()
+        # Finished bindings, and None: a wake-up (the feed brought a pod).
+        self.results: queues.SimpleQueue[_BindResult | None] = queues.SimpleQueue()
+        # The pending pods straight from the API server (scheduler.pod_feed); None: only the
+        # inventory's. uid -> monotonic time a pod was fed (FED_GRACE_SECONDS).
+        self.feed = (
+            feed_factory(cluster, cluster.scheduler_name, self.wake) if feed_factory else None
+        )
+        self.fed: dict[str, float] = {}
         # pod uid -> its managed resources reserved for the Binding in flight.
         self.holds: dict[str, Hold] = {}
         self.snapshot: Snapshot | None = None
@@ -141,6 +157,8 @@ class ClusterScheduler:
     # -- the loop --------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
+        if self.feed is not None:
+            self.feed.start()
         try:
             while not stop.is_set():
                 try:
@@ -151,17 +169,24 @@ class ClusterScheduler:
                     close_old_connections()
                     stop.wait(1.0)
         finally:
+            if self.feed is not None:
+                self.feed.stop()
             self.pool.shutdown(wait=True)
             self.drain()
             self.client.close()
             connections.close_all()
+
+    def wake(self) -> None:
+        """Cut the loop's wait short (the feed's thread calls it)."""
+        self.results.put(None)
 
     def _wait(self, stop: threading.Event) -> None:
         try:
             result = self.results.get(timeout=POLL_SECONDS)
         except queues.Empty:
             return
-        self._settle(result)
+        if result is not None:
+            self._settle(result)
 
     def step(self) -> bool:
         """Refresh, settle finished bindings, schedule one pod; False when idle (or while the
@@ -171,6 +196,7 @@ class ClusterScheduler:
             now - self.last_view_check < POLL_SECONDS or not self._view_ready(now)
         ):
             return False
+        self.take_fed(now)
         self.refresh(now)
         self.drain()
         pod = self.queue.pop(now)
@@ -212,7 +238,10 @@ class ClusterScheduler:
             self.pods_stale = True
             self.cluster_moved = True  # kept until the next reload, however far off
             self.markers = markers
-        if self.pods_stale and (force or now - self.last_reload >= self.reload_interval):
+        # While pods wait in the active queue (the feed's, mostly) they go first: the pods
+        # are re-read at most every RELOAD_SECONDS, not ten times as often as a read costs.
+        interval = RELOAD_SECONDS if self.queue.counts()["active"] else self.reload_interval
+        if self.pods_stale and (force or now - self.last_reload >= interval):
             self.pods_stale = False
             self.drain()
             usage = force or now - self.last_usage >= self.usage_interval
@@ -229,12 +258,41 @@ class ClusterScheduler:
                 RELOAD_SECONDS, max(RELOAD_MIN_SECONDS, RELOAD_SHARE * (done - now))
             )
             self.held = {uid: until for uid, until in self.held.items() if until > now}
+            self.fed = {uid: at for uid, at in self.fed.items() if now - at < FED_GRACE_SECONDS}
             exclude = set(self.state.assumed) | set(self.held)
-            self.queue.sync(pending, new, now, exclude=exclude)
+            self.queue.sync(pending, new, now, exclude=exclude, keep=set(self.fed))
             if self.cluster_moved:
                 self.cluster_moved = False
                 self.queue.cluster_changed(now)
             self._publish_queue()
+
+    def take_fed(self, now: float) -> None:
+        """Queue the pods the feed brought that nobody holds yet; drop those that left the
+        selection (bound, deleted, handed on) unless this scheduler holds them in a cycle or
+        a binding (its own bookkeeping settles those)."""
+        if self.feed is None:
+            return
+        for fed in self.feed.take():
+            self._take(fed, now)
+
+    def _take(self, fed: Fed, now: float) -> None:
+        uid = fed.uid
+        record = fed.record
+        if record is None or not placeable(record, self.scheduler_name):
+            self.fed.pop(uid, None)
+            if uid not in self.queue.in_flight:
+                self.queue.forget(uid)
+            return
+        if (
+            uid in self.queue.pods
+            or uid in self.queue.in_flight
+            or uid in self.state.assumed
+            or uid in self.state.bound_uids
+            or uid in self.held
+        ):
+            return
+        self.fed[uid] = now
+        self.queue.add(record_pod(record, now), now)
 
     def _publish_queue(self) -> None:
         for part, count in self.queue.counts().items():
@@ -339,7 +397,8 @@ class ClusterScheduler:
                 result = self.results.get_nowait()
             except queues.Empty:
                 return
-            self._settle(result)
+            if result is not None:
+                self._settle(result)
 
     def _settle(self, result: _BindResult) -> None:
         pod, node, error = result.pod, result.node, result.error
@@ -452,7 +511,7 @@ def run_clusters(
                         continue
                     own_stop = threading.Event()
                     try:
-                        scheduler = ClusterScheduler(cluster, record=record)
+                        scheduler = ClusterScheduler(cluster, record=record, feed_factory=PodFeed)
                     except Exception:
                         logger.exception("cannot start scheduling for cluster %s", name)
                         continue

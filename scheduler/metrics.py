@@ -36,3 +36,14 @@ LEADER = Gauge(
     "portal_scheduler_leader",
     "1 while this process holds the scheduler's leader lock and places pods.",
 )
+FED_PODS = Counter(
+    "portal_scheduler_fed_pods",
+    "Pod events the pending-pod feed (a watch of the pods naming the scheduler) handed to the "
+    "loop.",
+    ["cluster"],
+)
+FEED_RESTARTS = Counter(
+    "portal_scheduler_feed_restarts",
+    "Times the pending-pod feed's list or watch failed and started again after a backoff.",
+    ["cluster"],
+)

@@ -71,19 +71,29 @@ class SchedulingQueue:
         now: float,
         *,
         exclude: set[str],
+        keep: set[str] = frozenset(),  # type: ignore[assignment]
     ) -> None:
         """Make the queue hold exactly the ``pending`` pods (by uid), less ``exclude`` (pods
-        placed but not yet seen bound, and those being bound): ``new`` holds the pods the
-        queue does not know yet, which go to ``active``; pods no longer pending leave; known
-        ones keep their attempts and backoff."""
+        placed but not yet seen bound, and those being bound), plus those of ``keep`` it holds
+        (pods the API server's feed brought before the inventory lists them): ``new`` holds
+        the pods the queue does not know yet, which go to ``active``; pods no longer pending
+        leave; known ones keep their attempts and backoff."""
         for pod in new:
-            if pod.uid in exclude or pod.uid in self.in_flight or pod.uid in self.pods:
-                continue
-            pod.first_seen = pod.first_seen or now
-            self.pods[pod.uid] = pod
-            self._push(pod)
-        for uid in [uid for uid in self.pods if uid not in pending or uid in exclude]:
+            if pod.uid not in exclude:
+                self.add(pod, now)
+        for uid in [
+            uid for uid in self.pods if uid in exclude or (uid not in pending and uid not in keep)
+        ]:
             self.forget(uid)
+
+    def add(self, pod: QueuedPod, now: float) -> None:
+        """A pod the queue does not hold yet goes to ``active`` (one it holds or has handed out
+        is left as it is)."""
+        if pod.uid in self.in_flight or pod.uid in self.pods:
+            return
+        pod.first_seen = pod.first_seen or now
+        self.pods[pod.uid] = pod
+        self._push(pod)
 
     def known(self) -> set[str]:
         """The uids the queue holds or has handed out."""

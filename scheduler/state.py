@@ -1,7 +1,8 @@
 """What the own scheduler knows of a cluster, read from the inventory, plus its assumptions.
 
 Nodes and pods come from the inventory the node watcher keeps current (``manage.py
-watch_nodes``): the scheduler never lists the API server. ``reload_nodes`` reads the nodes as
+watch_nodes``); only new pending pods come faster, from the loop's feed (``scheduler.pod_feed``,
+made into queued pods by ``record_pod``). ``reload_nodes`` reads the nodes as
 kube-scheduler's basic fit sees them; ``reload_pods`` reads the pending pods that name the
 scheduler and what the pods bound to each node hold of it (``inventory.pod_queries``).
 
@@ -36,6 +37,7 @@ from engine import fit
 from engine.podspec import taints_from
 from inventory.models import Cluster, Node, Pod, PodInventory
 from inventory.pod_queries import bound_pods, pending_pods, pod_spec_facts
+from inventory.pod_records import PodRecord
 from scheduler.queue import QueuedPod
 
 READ_CHUNK = 500  # uids per query (SQLite allows 999 parameters)
@@ -123,6 +125,11 @@ def queued_pod(row: Pod, now: float) -> QueuedPod:
         spec=pod_spec_facts(row),
         first_seen=now,
     )
+
+
+def record_pod(record: PodRecord, now: float) -> QueuedPod:
+    """A pod the feed brought (``scheduler.pod_feed``), queued as the inventory's row would be."""
+    return queued_pod(Pod(**{name: getattr(record, name) for name in PENDING_FIELDS}), now)
 
 
 class ClusterState:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes.utils.quantity import parse_quantity
 
-from inventory.models import Cluster
+from inventory.models import Cluster, Pod
 from tests.factories import make_policy
 from tests.support.control_plane import ControlPlane, wait_for
 
@@ -202,3 +202,43 @@ def test_a_gated_pod_waits_for_its_gates(
     assert "409" not in logs, logs
     assert "Conflict" not in logs, logs
     assert "gated" not in scheduler_events(control_plane, namespace, "FailedScheduling")
+
+
+def test_a_new_pod_is_placed_from_the_api_servers_watch_without_the_inventory(
+    control_plane: ControlPlane,
+    namespace: str,
+    portal: PortalProcesses,
+    portal_kubeconfig: Path,
+    node_names: list[str],
+) -> None:
+    """The pending-pod feed (docs/own-scheduler.md, "How a new pod reaches the scheduler"): the
+    watcher is stopped once the view is complete, so the inventory never hears of the new pod;
+    the scheduler places it from its own watch of the API server, on the node the policy
+    allows."""
+    allowed, forbidden = f"{namespace}-a0", f"{namespace}-b0"
+    control_plane.create_node(allowed, {"zone": "a"}, cpu="4")
+    control_plane.create_node(forbidden, {"zone": "b"}, cpu="4")
+    node_names += [allowed, forbidden]
+    cluster = kube_cluster("real", portal_kubeconfig, scheduler_name=SCHEDULER)
+    make_policy(
+        "zone-a-only",
+        pod_selector={"namespaces": [namespace]},
+        filter_rules=[{"kind": "label", "key": "zone", "operator": "In", "values": ["a"]}],
+        weight_rules=[],
+    )
+    start(control_plane, namespace, portal, cluster, node_names)
+    for watcher in portal.watchers:
+        if "watch_nodes" in watcher.name:
+            watcher.stop()
+    pod(control_plane, namespace, "fresh", "500m")
+
+    def placed() -> Any:
+        return control_plane.pods(namespace).get("fresh")
+
+    try:
+        node = wait_for(placed, "the new pod bound", 30)
+    except AssertionError as exc:
+        logs = "\n".join(p.log(3000) for p in portal.watchers)
+        raise AssertionError(f"{exc}\npods: {control_plane.pods(namespace)}\n{logs}") from None
+    assert node == allowed
+    assert not Pod.objects.filter(cluster=cluster, namespace=namespace, name="fresh").exists()

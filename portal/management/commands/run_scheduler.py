@@ -1,7 +1,8 @@
 """``manage.py run_scheduler [--cluster NAME]``: the portal's own scheduler (docs/own-scheduler.md).
 
 Places the pods of every Kubernetes cluster with a ``scheduler_name`` whose
-``spec.schedulerName`` is that name, from the pod inventory the node watcher keeps. One instance
+``spec.schedulerName`` is that name: new pods as its own watch of the API server brings them
+(``scheduler.pod_feed``), the rest from the pod inventory the node watcher keeps. One instance
 acts (a leader lock, as the watcher's), any other stands by. Decisions go to the decision log
 (verb ``schedule``): this entry point hands the scheduler the log's writer.
 """

@@ -12,6 +12,8 @@ kube-scheduler draining a full queue:
   the nodes synced into it through the portal's ServiceAccount) and kube-scheduler started with
   the configuration the portal generates for the cluster (filter, prioritize, preempt), one
   enforced policy in force;
+* **null extender**: the same configuration pointed at ``bench/null_extender.py``, which judges
+  nothing: the extender protocol's own cost, the floor under any extender's;
 * **own scheduler**: ``manage.py run_scheduler`` with ``manage.py watch_nodes`` (its view of the
   cluster) on the same database, the cluster's ``scheduler_name`` set and the pods naming it,
   the same policy in force.
@@ -271,6 +273,35 @@ def drain_own(
     }
 
 
+def null_floor(plane: Any, workdir: Path, config: dict[str, Any], pods: int) -> dict[str, Any]:
+    """kube-scheduler with the same configuration pointed at ``bench/null_extender.py``, which
+    judges nothing: the protocol's own cost, the floor under any extender's."""
+    import copy
+
+    from tests.support.control_plane import Process
+    from tests.support.portal_server import free_port
+
+    port = free_port()
+    process = Process(
+        "null_extender",
+        [sys.executable, str(ROOT / "bench" / "null_extender.py"), str(port)],
+        workdir / "null-extender.log",
+        dict(os.environ),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while "listening" not in process.log():
+            if time.monotonic() > deadline or not process.alive():
+                raise RuntimeError(f"the null extender did not start: {process.log()}")
+            time.sleep(0.1)
+        null_config = copy.deepcopy(config)
+        for entry in null_config["extenders"]:
+            entry["urlPrefix"] = f"http://127.0.0.1:{port}/extender/bench"
+        return drain(plane, null_config, plane.new_namespace("null"), pods, "null-extender")
+    finally:
+        process.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=NODES)
@@ -359,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         with_extender = drain(plane, config, namespace, args.pods, "extender")
         extender.stop()
         extender = None
+        null = null_floor(plane, workdir, config, args.pods)
 
         from inventory.models import Cluster
 
@@ -371,10 +403,13 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
     ratio = with_extender["rate"] / alone["rate"]
+    floor = null["rate"] / alone["rate"]
     own_ratio = own["rate"] / alone["rate"]
     latency = own["p50"] / alone["p50"]
     print(f"\nwith the extender / alone: {ratio:.2f}x ({with_extender['rate']:.1f} vs "
           f"{alone['rate']:.1f} pods/s); {args.nodes} nodes, {args.pods} pods each")  # fmt: skip
+    print(f"with a null extender / alone: {floor:.2f}x ({null['rate']:.1f} pods/s): the "
+          f"protocol's floor; the portal's extender reaches {ratio / floor:.2f} of it")  # fmt: skip
     print(f"own scheduler / kube-scheduler alone: {own_ratio:.2f}x ({own['rate']:.1f} pods/s)")
     print(f"creation to bound, p50: own {own['p50'] * 1000:.0f} ms, kube-scheduler alone "
           f"{alone['p50'] * 1000:.0f} ms ({latency:.2f}x); with the extender "
@@ -386,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     sides = (
         ("kube-scheduler alone", alone),
         ("kube-scheduler + portal extender", with_extender),
+        ("kube-scheduler + null extender (judges nothing)", null),
         ("the portal's own scheduler", own),
     )
     results = RESULTS.with_name(f"kube-scheduler-qps{args.qps:g}.md") if args.qps else RESULTS
@@ -426,6 +462,14 @@ HTTP round trips (filter and prioritize per pod, over the nodes kube-scheduler s
 `percentageOfNodesToScore`, adaptive by default, is why far fewer than {args.nodes} nodes are
 evaluated per pod) and opportunistic batching, which kube-scheduler turns off for a profile
 with extenders (docs/own-scheduler.md, "Four ways").
+
+**With a null extender / alone: {floor:.2f}x** — the same configuration pointed at
+`bench/null_extender.py`, which judges nothing (filter passes every node, prioritize scores
+none; asyncio, keep-alive, orjson): the protocol's own cost, which no extender goes below on
+this machine. The portal's extender reaches **{ratio / floor:.2f}** of that floor; the rest of
+the gap to kube-scheduler alone is kube-scheduler's (two HTTP round trips a pod, the node names
+encoded and decoded, batching off) and the CPU the extender process takes beside it on
+{os.cpu_count()} CPUs.
 
 **The own scheduler / kube-scheduler alone: {own_ratio:.2f}x.** `manage.py run_scheduler` with
 `manage.py watch_nodes` on the same SQLite database, the pods naming the cluster's

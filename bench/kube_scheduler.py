@@ -466,15 +466,17 @@ with extenders (docs/own-scheduler.md, "Four ways").
 **With a null extender / alone: {floor:.2f}x** — the same configuration pointed at
 `bench/null_extender.py`, which judges nothing (filter passes every node, prioritize scores
 none; asyncio, keep-alive, orjson): the protocol's own cost, which no extender goes below on
-this machine. The portal's extender reaches **{ratio / floor:.2f}** of that floor; the rest of
-the gap to kube-scheduler alone is kube-scheduler's (two HTTP round trips a pod, the node names
-encoded and decoded, batching off) and the CPU the extender process takes beside it on
+this machine. The portal's extender reaches **{ratio / floor:.2f}** of that floor;
+what separates the floor from kube-scheduler alone is kube-scheduler's own work for any
+extender (two HTTP round trips a pod, the node names encoded and decoded, batching off) and
+the CPU the extender process takes beside it on
 {os.cpu_count()} CPUs.
 
 **The own scheduler / kube-scheduler alone: {own_ratio:.2f}x.** `manage.py run_scheduler` with
 `manage.py watch_nodes` on the same SQLite database, the pods naming the cluster's
-`scheduler_name`, the same policy; its rate is polled from the API every quarter second, so it
-carries up to half a second of error over the span.
+`scheduler_name`, the same policy; new pods reach it through its own watch of the API server
+(`scheduler/pod_feed.py`), the nodes and their usage through the inventory. Its rate is polled
+from the API every quarter second, so it carries up to half a second of error over the span.
 
 **Creation to bound, p50: own scheduler / kube-scheduler alone {latency:.2f}x** (target: within
 2x). After each side's queue is drained, with its scheduler still running, {ARRIVALS} more pods

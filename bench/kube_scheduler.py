@@ -451,8 +451,8 @@ log line. With the extender: `manage.py serve_extender` on SQLite, the generated
 preferred). "On zone d": pods bound to the quarter of the nodes the policy forbids; "nodes
 evaluated": kube-scheduler's evaluatedNodes per pod, the median. {qps}
 
-Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; other
-work was running on it (load averages below).
+Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; the load
+averages below include the bench's own control plane and portal processes.
 
 {HEADER}
 {rows}

@@ -9,13 +9,15 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client import REGISTRY
 
 from engine.podspec import PodSpecFacts
-from inventory.models import Pod
+from inventory.models import Cluster, Pod
 from inventory.pod_records import pod_record
 from scheduler.pod_feed import Fed, PodFeed, field_selector
 from scheduler.queue import QueuedPod, SchedulingQueue
 from tests.scheduler.conftest import SCHEDULER, Harness, node, pod
+from tests.support.fake_kube import FakeKubeServer
 
 pytestmark = pytest.mark.django_db
 
@@ -132,3 +134,52 @@ def test_the_inventory_read_keeps_a_fed_pod_it_does_not_list_yet() -> None:
 
 def _spec() -> PodSpecFacts:
     return PodSpecFacts()
+
+
+def _arrived(feed: PodFeed, uid: str, seen: list[Fed], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(f.uid == uid and f.record is not None for f in seen):
+        assert time.monotonic() < deadline, f"{uid} never came: {[f.uid for f in seen]}"
+        seen.extend(feed.take())
+        time.sleep(0.02)
+
+
+def test_the_feed_lists_again_after_a_dropped_stream_and_a_failed_list(
+    kube: FakeKubeServer, cluster: Cluster
+) -> None:
+    """Nothing is missed across failures: each one ends in a new list (after a backoff), which
+    brings what the broken watch did not."""
+    wakes: list[int] = []
+    feed = PodFeed(cluster, SCHEDULER, lambda: wakes.append(1), timeout_seconds=2)
+    seen: list[Fed] = []
+    kube.add_pod(pod("before"))
+    kube.faults.drop_watch_after(1)  # the first watch breaks after one event
+    restarts = _restarts()
+    feed.start()
+    try:
+        _arrived(feed, "uid-default-before", seen)
+        kube.add_pod(pod("during"))  # the one event the first watch sends
+        _arrived(feed, "uid-default-during", seen)
+        kube.add_pod(pod("after-drop"))  # only a new list or watch can bring it
+        _arrived(feed, "uid-default-after-drop", seen)
+        assert feed.lists >= 2
+        assert _restarts() == restarts + 1
+
+        # The watch ends at its timeout; the list after it fails once, and is tried again.
+        kube.faults.fail_next(1, 500, path_contains="pods")
+        lists = feed.lists
+        deadline = time.monotonic() + 15
+        while feed.lists < lists + 1:
+            assert time.monotonic() < deadline, "the feed did not list again"
+            time.sleep(0.05)
+        kube.add_pod(pod("after-failure"))
+        _arrived(feed, "uid-default-after-failure", seen)
+    finally:
+        feed.stop()
+    assert _restarts() == restarts + 2
+    assert len(wakes) >= 4  # every arrival woke the loop
+
+
+def _restarts() -> float:
+    value = REGISTRY.get_sample_value("portal_scheduler_feed_restarts_total", {"cluster": "prod"})
+    return value or 0.0

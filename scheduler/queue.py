@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from engine.podspec import PodSpecFacts
@@ -71,7 +71,7 @@ class SchedulingQueue:
         now: float,
         *,
         exclude: set[str],
-        keep: set[str] = frozenset(),  # type: ignore[assignment]
+        keep: Collection[str] = frozenset(),
     ) -> None:
         """Make the queue hold exactly the ``pending`` pods (by uid), less ``exclude`` (pods
         placed but not yet seen bound, and those being bound), plus those of ``keep`` it holds

@@ -452,7 +452,10 @@ preferred). "On zone d": pods bound to the quarter of the nodes the policy forbi
 evaluated": kube-scheduler's evaluatedNodes per pod, the median. {qps}
 
 Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; the load
-averages below include the bench's own control plane and portal processes.
+averages below include the bench's own control plane and portal processes. What one run
+cannot show: figures of a machine where they do not share 2 CPUs, and a rate's spread —
+runs minutes apart on this machine moved a side's pods/s by up to 1.5x, so compare the
+sides of one run, not runs.
 
 {HEADER}
 {rows}

@@ -45,16 +45,19 @@ def collector_paused() -> Iterator[None]:
 
 
 def list_pods(
-    api: client.CoreV1Api, *, page_size: int = PAGE_SIZE
+    api: client.CoreV1Api, *, page_size: int = PAGE_SIZE, field_selector: str = ""
 ) -> tuple[list[PodRecord], str, int]:
-    """Every pod of the cluster as slim records, the list's resourceVersion and the pages
-    read; raises on any failure (an expired continue token is a 410: the caller relists)."""
+    """Every pod of the cluster (or those ``field_selector`` selects) as slim records, the
+    list's resourceVersion and the pages read; raises on any failure (an expired continue
+    token is a 410: the caller relists)."""
     records: list[PodRecord] = []
     continue_token: str | None = None
     resource_version = ""
     pages = 0
     while True:
         kwargs: dict[str, Any] = {"limit": page_size}
+        if field_selector:
+            kwargs["field_selector"] = field_selector
         if continue_token:
             kwargs["_continue"] = continue_token
         response = api.list_pod_for_all_namespaces(

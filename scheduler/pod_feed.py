@@ -25,13 +25,13 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from kubernetes import client, watch
 
-from inventory.kube import REQUEST_TIMEOUT, WATCH_TIMEOUT_SECONDS, classify, core_v1_for
+from inventory.kube import WATCH_TIMEOUT_SECONDS, classify, core_v1_for
 from inventory.models import Cluster
-from inventory.pod_records import PodRecord, decode_pod_list, pod_record
+from inventory.pod_records import PodRecord, pod_record
+from inventory.pod_watch import list_pods
 from inventory.watch import backoff_delay
 from scheduler import metrics
 
@@ -151,26 +151,11 @@ class PodFeed:
 
     def _list(self, api: client.CoreV1Api) -> str:
         """Feed every pod the selection holds now; the list's resourceVersion."""
-        token: str | None = None
-        version = ""
-        while True:
-            kwargs: dict[str, Any] = {"limit": PAGE_SIZE, "field_selector": self.selector}
-            if token:
-                kwargs["_continue"] = token
-            response = api.list_pod_for_all_namespaces(
-                _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs
-            )
-            try:
-                raw = response.data
-            finally:
-                response.release_conn()
-            records, page_version, token, _ = decode_pod_list(raw)
-            version = page_version or version
-            for record in records:
-                self._feed(Fed(record.uid, record))
-            if not token:
-                self.lists += 1
-                return version
+        records, version, _ = list_pods(api, page_size=PAGE_SIZE, field_selector=self.selector)
+        for record in records:
+            self._feed(Fed(record.uid, record))
+        self.lists += 1
+        return version
 
     def _follow(self, api: client.CoreV1Api, version: str) -> None:
         """One watch from ``version`` until it ends (a normal end: the caller lists again)."""

@@ -5,15 +5,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0005_pods'),
+        ("inventory", "0005_pods"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='cluster',
-            name='scheduler_name',
-            field=models.CharField(blank=True, help_text="The portal's own scheduler places this cluster's pods whose spec.schedulerName is this name (manage.py run_scheduler); empty: off.", max_length=253, validators=[django.core.validators.RegexValidator('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\\Z', "Enter a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit.")]),
+            model_name="cluster",
+            name="scheduler_name",
+            field=models.CharField(
+                blank=True,
+                help_text="The portal's own scheduler places this cluster's pods whose spec.schedulerName is this name (manage.py run_scheduler); empty: off.",
+                max_length=253,
+                validators=[
+                    django.core.validators.RegexValidator(
+                        "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\\Z",
+                        "Enter a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit.",
+                    )
+                ],
+            ),
         ),
     ]

@@ -4,19 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('inventory', '0006_cluster_scheduler_name'),
+        ("inventory", "0006_cluster_scheduler_name"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='pod',
-            name='scheduling_gated',
+            model_name="pod",
+            name="scheduling_gated",
             field=models.BooleanField(default=False),
         ),
         migrations.AddIndex(
-            model_name='pod',
-            index=models.Index(fields=['cluster', 'last_seen'], name='pod_cluster_seen_idx'),
+            model_name="pod",
+            index=models.Index(fields=["cluster", "last_seen"], name="pod_cluster_seen_idx"),
         ),
     ]

@@ -423,6 +423,7 @@ class Client:
                 if sock is None:
                     if self.retired:
                         self._lose_all()
+                        self._persist_shed()
                         return
                     continue
                 reader = FrameReader()
@@ -440,6 +441,12 @@ class Client:
                 self.wake.wait(0.05)
                 self.wake.clear()
         if sock is not None:
+            # Records shed since the last send are counted only here: the writer must hear
+            # of them before the channel closes, or they are in no hour's counts.
+            try:
+                self._send_shed(sock)
+            except OSError:
+                self._persist_shed()
             self._drain_acks(sock, reader)
             sock.close()
 
@@ -497,7 +504,26 @@ class Client:
         finally:
             connection.close()
 
-    def _send_pending(self, sock: socket.socket) -> None:
+    def _persist_shed(self) -> None:
+        """At retirement with no writer to tell: add the records shed and not yet reported
+        to the hour's counts in the database directly (the metric alone when it is gone)."""
+        shed = self.shed.take()
+        if not shed or not self.persist_losses:
+            return
+        from django.db import connection, transaction
+
+        from decisions.models import DecisionShed
+
+        rows = [(hour, cluster, 0, clean, rejecting, 0) for hour, cluster, clean, rejecting in shed]
+        try:
+            with transaction.atomic():
+                DecisionShed.objects.add_counts(rows)
+        except Exception as exc:  # the database may be what is gone
+            logger.warning("decision log: could not record the shed records: %s", exc)
+        finally:
+            connection.close()
+
+    def _send_shed(self, sock: socket.socket) -> None:
         shed = self.shed.take()
         if shed:
             try:
@@ -505,6 +531,9 @@ class Client:
             except OSError:
                 self.shed.merge(shed)
                 raise
+
+    def _send_pending(self, sock: socket.socket) -> None:
+        self._send_shed(sock)
         entries = self.entries
         while entries:
             batch: list[Queued] = []

@@ -147,6 +147,29 @@ def test_an_overloaded_writer_process_keeps_every_rejecting_decision_and_counts_
     assert persisted == [len(stored), shed_clean, 0, 0]
 
 
+def test_records_shed_after_the_last_send_reach_the_writer_at_retirement(
+    harness: Harness,
+) -> None:
+    harness.start_writer()
+    client = harness.client(capacity=200)
+    for i in range(5):
+        client.submit(call_record(cluster="c-late", pod_name=f"kept-{i}"))
+    assert client.flush(30)
+    harness.wait_for(lambda: len(harness.stored()) == 5)
+    # The queue has just been sent; records refused now (a full queue) are counted only in
+    # the client until it next talks to the writer, which here is its retirement.
+    client.count_shed(time.time(), "c-late", False, 7)
+    client.count_shed(time.time(), "c-late", True, 2)
+    client.retire(10)
+    harness.stop_writer()
+
+    persisted = [0, 0, 0, 0]
+    for _hour, cluster, *values in harness.counts():
+        assert cluster == "c-late"
+        persisted = [a + b for a, b in zip(persisted, values, strict=True)]
+    assert persisted == [5, 7, 2, 0]
+
+
 def test_the_channel_survives_the_writer_restarting(harness: Harness) -> None:
     harness.start_writer()
     client = harness.client(capacity=1000)
@@ -324,6 +347,25 @@ def test_records_lost_with_the_writer_reach_the_dashboard() -> None:
     web.force_login(User.objects.create_superuser("boss", password="x"))
     html = web.get("/admin/").content.decode()
     assert "<strong>7</strong> refused by the database or lost with the writer" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_client_retiring_with_no_writer_records_what_it_shed_and_lost() -> None:
+    """No writer to tell at retirement: the records shed and those still queued (lost, so
+    counted as shed) go to the hour's counts in the database directly."""
+    from decisions.models import shed_totals
+
+    client = Client("/nonexistent.sock", 100, 5, on_shed=lambda *a: None, on_ack=lambda a: None)
+    client.count_shed(time.time(), "c-alone", False, 4)
+    client.submit(
+        call_record(cluster="c-alone", pod_name="queued", nodes_in=3, nodes_out=3, rejected=[])
+    )
+    client.submit(call_record(cluster="c-alone", pod_name="queued-rejecting", nodes_out=0))
+    client.start()
+    client.retire(10)
+    assert client._thread is not None and not client._thread.is_alive()
+    totals = shed_totals(time_ago(hours=1))["c-alone"]
+    assert (totals["shed_clean"], totals["shed_rejecting"]) == (5, 1)
 
 
 def time_ago(hours: float):

@@ -467,9 +467,9 @@ evaluated per pod) and opportunistic batching, which kube-scheduler turns off fo
 with extenders (docs/own-scheduler.md, "Four ways").
 
 **With a null extender / alone: {floor:.2f}x** — the same configuration pointed at
-`bench/null_extender.py`, which judges nothing (filter passes every node, prioritize scores
-none; asyncio, keep-alive, orjson): the protocol's own cost, which no extender goes below on
-this machine. The portal's extender reaches **{ratio / floor:.2f}** of that floor;
+`bench/null_extender.py`, which judges nothing (filter passes every node, prioritize gives
+each node a score of 0, the one entry per input node the protocol asks for; asyncio,
+keep-alive, orjson): the protocol's own cost, which no extender goes below on this machine. The portal's extender reaches **{ratio / floor:.2f}** of that floor;
 what separates the floor from kube-scheduler alone is kube-scheduler's own work for any
 extender (two HTTP round trips a pod, the node names encoded and decoded, batching off) and
 the CPU the extender process takes beside it on

@@ -3,7 +3,8 @@
     python bench/null_extender.py PORT
 
 It answers kube-scheduler's extender calls without judging anything: ``filter`` passes every
-node it is given, ``prioritize`` scores none, ``preempt`` keeps kube-scheduler's victims. One
+node it is given, ``prioritize`` gives each a score of 0 (the protocol asks for one entry per
+input node, so the entries are part of its cost), ``preempt`` keeps kube-scheduler's victims. One
 asyncio loop, HTTP/1.1 keep-alive, orjson: what is left of kube-scheduler's cost with it
 configured is the protocol's own (an HTTP round trip per verb and pod, the node names encoded
 and decoded, opportunistic batching off), which no extender can go below. Not part of the
@@ -18,6 +19,23 @@ import sys
 import orjson
 
 
+ENTRIES: dict[str, bytes] = {}  # node name -> its encoded zero-score entry, with the comma
+
+
+def zero_scores(names: list[str]) -> bytes:
+    """The HostPriorityList with a score of 0 for each name, from entries encoded once."""
+    parts = [b"["]
+    for name in names:
+        entry = ENTRIES.get(name)
+        if entry is None:
+            entry = ENTRIES[name] = b'{"Host":' + orjson.dumps(name) + b',"Score":0},'
+        parts.append(entry)
+    if names:
+        parts[-1] = parts[-1][:-1]
+    parts.append(b"]")
+    return b"".join(parts)
+
+
 def answer(path: bytes, body: bytes) -> bytes:
     args = orjson.loads(body) if body else {}
     if path.endswith(b"/filter"):
@@ -25,7 +43,7 @@ def answer(path: bytes, body: bytes) -> bytes:
             {"NodeNames": args.get("NodeNames") or [], "FailedNodes": {}, "Error": ""}
         )
     if path.endswith(b"/prioritize"):
-        return b"[]"
+        return zero_scores(args.get("NodeNames") or [])
     if path.endswith(b"/preempt"):
         victims = args.get("NodeNameToMetaVictims") or {}
         return orjson.dumps({"NodeNameToMetaVictims": victims})

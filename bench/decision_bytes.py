@@ -220,6 +220,7 @@ def sizes() -> dict[str, Any]:
         kinds: Counter[str] = Counter()
         for marker, count in cursor.fetchall():
             kinds[{1: "bitmap", 3: "Rice"}.get(marker, "ranges")] += count
+        parts = where_the_bytes_go(cursor)
     rows = max(int(rows), 1)
     return {
         "bytes": total / rows,
@@ -229,7 +230,44 @@ def sizes() -> dict[str, Any]:
         "candidates": float(candidates),
         "nodes_table": float(nodes),
         "kinds": kinds,
+        "parts": {part: size / rows for part, size in parts.items()},
     }
+
+
+# The heap's columns by what they hold (the rest of a row: its header, line pointer, the fixed
+# columns and the page's free space).
+COLUMN_GROUPS = {
+    "candidates": ("candidates",),
+    "rejected nodes + reasons": ("rejected_nodes", "rejected_reasons", "dry_nodes", "dry_reasons"),
+    "top nodes + scores": ("top_nodes", "top_scores"),
+}
+
+
+def where_the_bytes_go(cursor) -> dict[str, int]:
+    """Bytes of the partitions (after REINDEX) by part: each index (summed over the day
+    partitions, named by its parent index) and the heap's column groups."""
+    cursor.execute(
+        "SELECT parent.relname, SUM(pg_relation_size(i.inhrelid)) FROM pg_inherits i "
+        "JOIN pg_class parent ON parent.oid = i.inhparent "
+        "WHERE i.inhparent IN (SELECT indexrelid FROM pg_index "
+        "WHERE indrelid = 'extender_decision'::regclass) GROUP BY 1"
+    )
+    parts = {f"index {name}": int(size) for name, size in cursor.fetchall()}
+    columns = [c for group in COLUMN_GROUPS.values() for c in group]
+    cursor.execute(
+        "SELECT "
+        + ", ".join(f"COALESCE(SUM(pg_column_size({c})), 0)" for c in columns)
+        + " FROM extender_decision"
+    )
+    by_column = dict(zip(columns, map(int, cursor.fetchone()), strict=True))
+    for group, names in COLUMN_GROUPS.items():
+        parts[f"heap: {group}"] = sum(by_column[c] for c in names)
+    cursor.execute(f"SELECT COALESCE(SUM(pg_table_size(p.inhrelid)), 0) FROM ({PARTITIONS}) p")
+    (table,) = cursor.fetchone()
+    parts["heap: the rest (row header, fixed columns, free space)"] = int(table) - sum(
+        parts[f"heap: {group}"] for group in COLUMN_GROUPS
+    )
+    return parts
 
 
 def encode_us(lists: list[list[int]]) -> tuple[float, float]:
@@ -325,6 +363,7 @@ def write(results: dict, load: tuple[tuple[float, ...], tuple[float, ...]]) -> N
         "REINDEX: the same rows with the indexes rebuilt, closer to what a day's partition "
         "holds a row. The candidates' share is the same in both: the heap and TOAST column.",
     ]
+    lines += where_table(results)
     lines += [
         "",
         "Packing one call's candidate ids (the writer's CPU; µs a call, median of 5 rounds over "
@@ -338,6 +377,40 @@ def write(results: dict, load: tuple[tuple[float, ...], tuple[float, ...]]) -> N
         lines.append(f"| {order} | {new['us_old']:.0f} µs | {new['us_new']:.0f} µs |")
     RESULTS.write_text("\n".join(lines) + "\n")
     print(RESULTS.read_text())
+
+
+NODE_INDEX = "index decision_nodes_gin"
+
+
+def where_table(results: dict) -> list[str]:
+    """Where a decision's bytes go (new encoding, after REINDEX), and what is left without the
+    node index: the part no candidate encoding can reach."""
+    orders = list(TARGETS)
+    parts = sorted(
+        {part for order in orders for part in results[order, "new"]["parts"]},
+        key=lambda part: (not part.startswith("heap"), part),
+    )
+    lines = [
+        "",
+        "Where a decision's bytes go (new encoding, after REINDEX; bytes a decision):",
+        "",
+        "| part | " + " | ".join(orders) + " |",
+        "|---|" + "---:|" * len(orders),
+    ]
+    for part in parts:
+        values = [results[order, "new"]["parts"].get(part, 0.0) for order in orders]
+        lines.append(f"| {part} | " + " | ".join(f"{v:.0f} B" for v in values) + " |")
+    totals = [results[order, "new"]["reindexed"] for order in orders]
+    without = [
+        results[order, "new"]["reindexed"] - results[order, "new"]["parts"].get(NODE_INDEX, 0.0)
+        for order in orders
+    ]
+    lines += [
+        "| **all** | " + " | ".join(f"**{v:.0f} B**" for v in totals) + " |",
+        "| all but the node index | " + " | ".join(f"{v:.0f} B" for v in without) + " |",
+        "| target | " + " | ".join(f"<= {TARGETS[order]} B" for order in orders) + " |",
+    ]
+    return lines
 
 
 def main() -> None:

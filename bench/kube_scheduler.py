@@ -469,11 +469,14 @@ with extenders (docs/own-scheduler.md, "Four ways").
 **With a null extender / alone: {floor:.2f}x** — the same configuration pointed at
 `bench/null_extender.py`, which judges nothing (filter passes every node, prioritize gives
 each node a score of 0, the one entry per input node the protocol asks for; asyncio,
-keep-alive, orjson): the protocol's own cost, which no extender goes below on this machine. The portal's extender reaches **{ratio / floor:.2f}** of that floor;
-what separates the floor from kube-scheduler alone is kube-scheduler's own work for any
-extender (two HTTP round trips a pod, the node names encoded and decoded, batching off) and
-the CPU the extender process takes beside it on
-{os.cpu_count()} CPUs.
+keep-alive, orjson): the protocol's own cost, which no extender goes below on this machine.
+The portal's extender reaches **{ratio / floor:.2f}** of that floor; what separates the floor
+from kube-scheduler alone is kube-scheduler's own work for any extender (two HTTP round trips a
+pod, the node names and the scores encoded and decoded, batching off) and the CPU the extender
+process takes beside it on {os.cpu_count()} CPUs. An extender that answered prioritize with no
+entries would be cheaper still (kube-scheduler adds nothing for a node it is not given a score
+for), but the protocol asks for one entry per input node, so neither this floor nor the portal
+takes that shortcut.
 
 **The own scheduler / kube-scheduler alone: {own_ratio:.2f}x.** `manage.py run_scheduler` with
 `manage.py watch_nodes` on the same SQLite database, the pods naming the cluster's

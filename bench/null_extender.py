@@ -18,7 +18,6 @@ import sys
 
 import orjson
 
-
 ENTRIES: dict[str, bytes] = {}  # node name -> its encoded zero-score entry, with the comma
 
 

@@ -28,6 +28,7 @@ Writes bench/results/decision-bytes.md.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import platform
 import random
@@ -386,10 +387,12 @@ def where_table(results: dict) -> list[str]:
     """Where a decision's bytes go (new encoding, after REINDEX), and what is left without the
     node index: the part no candidate encoding can reach."""
     orders = list(TARGETS)
-    parts = sorted(
-        {part for order in orders for part in results[order, "new"]["parts"]},
-        key=lambda part: (not part.startswith("heap"), part),
+    heap = [f"heap: {group}" for group in COLUMN_GROUPS]
+    heap.append("heap: the rest (row header, fixed columns, free space)")
+    indexes = sorted(
+        {part for order in orders for part in results[order, "new"]["parts"]} - set(heap)
     )
+    parts = heap + indexes
     lines = [
         "",
         "Where a decision's bytes go (new encoding, after REINDEX; bytes a decision):",
@@ -409,8 +412,23 @@ def where_table(results: dict) -> list[str]:
         "| **all** | " + " | ".join(f"**{v:.0f} B**" for v in totals) + " |",
         "| all but the node index | " + " | ".join(f"{v:.0f} B" for v in without) + " |",
         "| target | " + " | ".join(f"<= {TARGETS[order]} B" for order in orders) + " |",
+        "",
+        "*All but the node index* is what a decision costs with no node index at all: the heap "
+        "and the other indexes. Where it is above the target, no narrower node index reaches the "
+        "target while each decision is a row of its own: the row's fixed part (header, time, "
+        "pod, uid, counts) comes before any node is named, and a random set of "
+        f"{CANDIDATES} of {NODES:,} nodes cannot be stored in fewer than "
+        f"{random_set_bytes():.0f} B (log2 of the number of such sets, in bits).",
     ]
     return lines
+
+
+def random_set_bytes() -> float:
+    """The information in one random set of ``CANDIDATES`` of ``NODES`` nodes, in bytes."""
+    bits = (
+        math.lgamma(NODES + 1) - math.lgamma(CANDIDATES + 1) - math.lgamma(NODES - CANDIDATES + 1)
+    ) / math.log(2)
+    return bits / 8
 
 
 def main() -> None:

@@ -363,7 +363,8 @@ def test_a_client_retiring_with_no_writer_records_what_it_shed_and_lost() -> Non
     client.submit(call_record(cluster="c-alone", pod_name="queued-rejecting", nodes_out=0))
     client.start()
     client.retire(10)
-    assert client._thread is not None and not client._thread.is_alive()
+    assert client._thread is not None
+    assert not client._thread.is_alive()
     totals = shed_totals(time_ago(hours=1))["c-alone"]
     assert (totals["shed_clean"], totals["shed_rejecting"]) == (5, 1)
 

@@ -488,38 +488,29 @@ class Client:
     def _persist_lost(self, by_cluster: dict[str, int]) -> None:
         """Add the lost records to the hour's ``failed`` counts (the dashboard's traffic panel
         shows them); the metric alone when the database cannot be reached."""
-        if not by_cluster or not self.persist_losses:
-            return
-        from django.db import connection, transaction
-
-        from decisions.models import DecisionShed
-
         hour = hour_of(time.time())
-        rows = [(hour, cluster, 0, 0, 0, n) for cluster, n in by_cluster.items()]
-        try:
-            with transaction.atomic():
-                DecisionShed.objects.add_counts(rows)
-        except Exception as exc:  # the database may be what is gone
-            logger.warning("decision log: could not record the lost records: %s", exc)
-        finally:
-            connection.close()
+        self._add_counts([(hour, cluster, 0, 0, 0, n) for cluster, n in by_cluster.items()])
 
     def _persist_shed(self) -> None:
         """At retirement with no writer to tell: add the records shed and not yet reported
         to the hour's counts in the database directly (the metric alone when it is gone)."""
         shed = self.shed.take()
-        if not shed or not self.persist_losses:
+        self._add_counts([(hour, cluster, 0, clean, rej, 0) for hour, cluster, clean, rej in shed])
+
+    def _add_counts(self, rows: list[tuple[int, str, int, int, int, int]]) -> None:
+        """``DecisionShed.objects.add_counts`` from the extender side, which otherwise leaves
+        the database to the writer: logged, not raised, when the database is what is gone."""
+        if not rows or not self.persist_losses:
             return
         from django.db import connection, transaction
 
         from decisions.models import DecisionShed
 
-        rows = [(hour, cluster, 0, clean, rejecting, 0) for hour, cluster, clean, rejecting in shed]
         try:
             with transaction.atomic():
                 DecisionShed.objects.add_counts(rows)
         except Exception as exc:  # the database may be what is gone
-            logger.warning("decision log: could not record the shed records: %s", exc)
+            logger.warning("decision log: could not record counts %s: %s", rows, exc)
         finally:
             connection.close()
 

@@ -19,7 +19,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def tokyo_page(browser, live_server):
     make_cluster("prod", is_default=True)
     User.objects.create_superuser("admin-user", password=PASSWORD)
-    context = browser.new_context(timezone_id="Asia/Tokyo", viewport={"width": 1440, "height": 900})
+    # A 24-hour locale: the page formats times in the browser's own locale, and en-US would
+    # write the 04:00 UTC switch (the next one between 02:00 and 04:00 UTC) as "01:00 PM".
+    context = browser.new_context(
+        timezone_id="Asia/Tokyo", locale="en-GB", viewport={"width": 1440, "height": 900}
+    )
     page = context.new_page()
     page.goto(f"{live_server.url}/admin/login/?next=/admin/")
     page.fill("#id_username", "admin-user")

@@ -263,9 +263,8 @@ def where_the_bytes_go(cursor) -> dict[str, int]:
     by_column = dict(zip(columns, map(int, cursor.fetchone()), strict=True))
     for group, names in COLUMN_GROUPS.items():
         parts[f"heap: {group}"] = sum(by_column[c] for c in names)
-    cursor.execute(f"SELECT COALESCE(SUM(pg_table_size(p.inhrelid)), 0) FROM ({PARTITIONS}) p")
-    (table,) = cursor.fetchone()
-    parts["heap: the rest (row header, fixed columns, free space)"] = int(table) - sum(
+    _, table = on_disk(cursor)
+    parts["heap: the rest (row header, fixed columns, free space)"] = table - sum(
         parts[f"heap: {group}"] for group in COLUMN_GROUPS
     )
     return parts
